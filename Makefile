@@ -1,0 +1,131 @@
+# Build, test and demo targets for the _ext extensions.
+#
+#   make            build every _ext module (nvcc objects, then build.py)
+#   make demo       run scripts/roc11.py on the embedded data set, write a ROC PNG
+#   make test       the test suite (GPU tests are skipped where no GPU is present)
+#   make help       this list, with the variables you can override
+#
+# Set-up from nothing: without PYTHON=..., the first target that needs Python
+# makes a virtual environment in .venv and installs torch (CPU build, pinned,
+# first) and the requirements into it. With PYTHON=/path/to/python, nothing is
+# installed: that interpreter must already have what requirements.txt lists.
+
+# ---------------------------------------------------------------------------
+# overridable settings
+
+# Interpreter to build and run with. Empty: the project's own .venv.
+PYTHON ?=
+# Interpreter that creates .venv.
+BOOTSTRAP_PYTHON ?= python3
+TORCH_VERSION ?= 2.13.0
+# Toolkit root; default: the one of the nvcc on PATH, as nvcc itself reports it
+# (nvcc on PATH may be a wrapper script).
+CUDA_HOME ?= $(shell nvcc --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
+               sed -n 's/^\#\$$ _HERE_=\(.*\)\/bin$$/\1/p')
+NVCC ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
+# Compute capabilities to build for, e.g. CUDA_ARCH="90" or "80 90". Default:
+# every one from 75 to 90 that this nvcc supports, plus PTX for the newest.
+CUDA_ARCH ?= $(shell $(NVCC) --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p' | \
+               awk '$$1 >= 75 && $$1 <= 90' | tr '\n' ' ')
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+# pytest arguments, e.g. make test PYTEST_ARGS="-k legacy -x"
+PYTEST_ARGS ?=
+
+# ---------------------------------------------------------------------------
+# derived
+
+VENV := .venv
+ifeq ($(strip $(PYTHON)),)
+  PY := $(VENV)/bin/python
+  PY_READY := $(VENV)/.installed
+else
+  PY := $(PYTHON)
+  PY_READY :=
+endif
+
+HAVE_NVCC := $(if $(NVCC),$(shell test -x $(NVCC) && echo yes))
+CU_SOURCES := $(wildcard src/cuda/*.cu)
+CU_HEADERS := $(wildcard src/cuda/*.h src/cuda/*.cuh src/*.h)
+ifeq ($(HAVE_NVCC),yes)
+  CU_OBJECTS := $(patsubst src/cuda/%.cu,build/%.o,$(CU_SOURCES))
+  PTX_ARCH := $(lastword $(sort $(CUDA_ARCH)))
+  comma := ,
+  GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+             $(if $(PTX_ARCH),-gencode arch=compute_$(PTX_ARCH)$(comma)code=compute_$(PTX_ARCH))
+else
+  CU_OBJECTS :=
+endif
+C_SOURCES := $(wildcard src/*.c src/*.h)
+
+.PHONY: all build demo test test-gpu clean distclean help venv
+
+all: build
+
+build: build/.modules
+
+# ---------------------------------------------------------------------------
+# Python environment
+
+venv: $(PY_READY)
+
+$(VENV)/.installed: requirements.txt
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	@# torch first and pinned: a later unpinned requirement must find it installed
+	$(VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION)
+	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+# ---------------------------------------------------------------------------
+# nvcc step: src/cuda/*.cu -> build/*.o
+
+build/%.o: src/cuda/%.cu $(CU_HEADERS) | build/
+	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -Isrc -c $< -o $@
+
+build/:
+	mkdir -p $@
+
+# build.py: the cffi modules under _ext/, linked against the objects above.
+# The stamp records which objects and settings the modules were built with.
+build/.modules: build.py $(C_SOURCES) $(CU_OBJECTS) $(PY_READY) | build/
+ifneq ($(HAVE_NVCC),yes)
+	@echo "nvcc not found (set CUDA_HOME or put nvcc on PATH): building CPU-only;" \
+	      "the CUDA entry points will raise RuntimeError."
+endif
+	EXT_CUDA_HOME="$(if $(HAVE_NVCC),$(CUDA_HOME))" EXT_CUDA_OBJECTS="$(CU_OBJECTS)" \
+	    $(PY) build.py
+	touch $@
+
+# ---------------------------------------------------------------------------
+# run
+
+demo: build
+	$(PY) scripts/roc11.py --out roc_demo.png
+
+test: build
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+# GPU tests only; fails (rather than skipping) when no GPU is visible.
+test-gpu: build
+	$(PY) -m pytest -q -m gpu --require-gpu tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf build _ext/*/_*.so _ext/*/_*.c _ext/*/_*.o roc_demo.png
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
+
+help:
+	@echo "targets:"
+	@echo "  make            build the _ext modules (nvcc objects + cffi)"
+	@echo "  make demo       roc11.py on the embedded data set -> roc_demo.png"
+	@echo "  make test       test suite (GPU tests skip without a GPU)"
+	@echo "  make test-gpu   GPU tests only (needs a GPU)"
+	@echo "  make clean      remove build outputs and generated modules"
+	@echo "  make distclean  clean, and remove .venv"
+	@echo "variables:"
+	@echo "  PYTHON=$(PYTHON)  (empty: .venv, created and filled on first use)"
+	@echo "  CUDA_HOME=$(CUDA_HOME)"
+	@echo "  CUDA_ARCH=$(CUDA_ARCH)"
+	@echo "  NVCC_FLAGS=$(NVCC_FLAGS)"

@@ -1,0 +1,69 @@
+/*
+ * ext_cuda.cuh: helpers for the launchers in src/cuda/*.cu (C++ only).
+ *
+ * Launchers take raw pointers, sizes, a device ordinal and the caller's
+ * stream, and return a cudaError_t as int; they never exit or print.
+ */
+#ifndef EXT_CUDA_CUH
+#define EXT_CUDA_CUH
+
+#include <cuda_runtime.h>
+
+#include "ext_cuda.h"
+
+/* Return the error of a runtime call from the enclosing launcher. */
+#define EXT_CUDA_TRY(call)                         \
+    do {                                           \
+        cudaError_t ext_err_ = (call);             \
+        if (ext_err_ != cudaSuccess)               \
+            return (int)ext_err_;                  \
+    } while (0)
+
+/* Makes `device` current for the launcher's lifetime. The module links its own
+ * (static) CUDA runtime, whose current device is not PyTorch's. */
+class ExtDeviceGuard {
+  public:
+    explicit ExtDeviceGuard(int device)
+    {
+        if (cudaGetDevice(&previous_) != cudaSuccess)
+            previous_ = -1;
+        error_ = cudaSetDevice(device);
+    }
+    ~ExtDeviceGuard()
+    {
+        if (previous_ >= 0)
+            cudaSetDevice(previous_);
+    }
+    cudaError_t error() const { return error_; }
+
+  private:
+    int previous_;
+    cudaError_t error_;
+};
+
+/* Device memory for one launch, allocated and freed in stream order. */
+template <typename T> class ExtDeviceBuffer {
+  public:
+    explicit ExtDeviceBuffer(cudaStream_t stream) : stream_(stream) {}
+    ExtDeviceBuffer(const ExtDeviceBuffer &) = delete;
+    ExtDeviceBuffer &operator=(const ExtDeviceBuffer &) = delete;
+    ~ExtDeviceBuffer()
+    {
+        if (ptr_)
+            cudaFreeAsync(ptr_, stream_);
+    }
+    cudaError_t allocate(size_t count)
+    {
+        return cudaMallocAsync(reinterpret_cast<void **>(&ptr_), count * sizeof(T), stream_);
+    }
+    T *get() const { return ptr_; }
+
+  private:
+    cudaStream_t stream_;
+    T *ptr_ = nullptr;
+};
+
+/* Multiprocessors of the current device. */
+int ext_sm_count();
+
+#endif /* EXT_CUDA_CUH */

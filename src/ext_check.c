@@ -1,0 +1,173 @@
+/*
+ * ext_check.c: argument checks shared by every op family, the per-thread
+ * error message, and the status names. Compiled into each _ext module.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ext_check.h"
+
+static _Thread_local char last_error[1024];
+
+int ext_fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *ext_last_error(void) { return last_error; }
+
+const char *ext_status_name(int status)
+{
+    switch (status) {
+    case EXT_OK: return "success";
+    case EXT_ERR_TYPE: return "an argument has the wrong dtype or kind";
+    case EXT_ERR_VALUE: return "an argument has the wrong shape, layout or value";
+    case EXT_ERR_DEVICE: return "an argument is on the wrong device";
+    case EXT_ERR_NO_CUDA: return "this module was built without CUDA";
+    case EXT_ERR_CUDA: return "the CUDA runtime reported an error";
+    case EXT_ERR_NOMEM: return "out of memory";
+    default: return "unknown status";
+    }
+}
+
+int ext_built_with_cuda(void)
+{
+#ifdef EXT_WITH_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+const char *ext_dtype_name(int dtype)
+{
+    switch (dtype) {
+    case EXT_FLOAT32: return "float32";
+    case EXT_FLOAT64: return "float64";
+    case EXT_INT32: return "int32";
+    case EXT_INT64: return "int64";
+    case EXT_UINT8: return "uint8";
+    case EXT_BOOL: return "bool";
+    case EXT_FLOAT16: return "float16";
+    case EXT_BFLOAT16: return "bfloat16";
+    case EXT_INT16: return "int16";
+    case EXT_INT8: return "int8";
+    default: return "an unsupported dtype";
+    }
+}
+
+int64_t ext_numel(const ext_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->sizes[d];
+    return n;
+}
+
+int ext_is_contiguous(const ext_tensor *t)
+{
+    if (ext_numel(t) == 0)
+        return 1;
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 1)
+            continue;
+        if (t->strides[d] != expected)
+            return 0;
+        expected *= t->sizes[d];
+    }
+    return 1;
+}
+
+/* Lists the dtypes of `mask` as "float32, float64 or int64". */
+static void mask_names(unsigned mask, char *out, size_t size)
+{
+    int n = 0, total = __builtin_popcount(mask);
+    out[0] = '\0';
+    for (int dtype = 0; dtype < 32; dtype++) {
+        if (!(mask & EXT_MASK(dtype)))
+            continue;
+        size_t used = strnlen(out, size);
+        snprintf(out + used, size - used, "%s%s", n == 0 ? "" : (n == total - 1 ? " or " : ", "),
+                 ext_dtype_name(dtype));
+        n++;
+    }
+}
+
+int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsigned mask)
+{
+    if (t == NULL)
+        return ext_fail(EXT_ERR_TYPE, "%s: %s is missing", fn, name);
+    if (t->ndim < 0 || t->ndim > 8)
+        return ext_fail(EXT_ERR_VALUE, "%s: %s has %d dimensions; at most 8 are supported",
+                        fn, name, t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] < 0)
+            return ext_fail(EXT_ERR_VALUE, "%s: %s has a negative size", fn, name);
+    if (t->data == NULL && ext_numel(t) > 0)
+        return ext_fail(EXT_ERR_VALUE, "%s: %s has no data pointer", fn, name);
+    if (t->dtype < 0 || t->dtype >= 32 || !(mask & EXT_MASK(t->dtype))) {
+        char expected[128];
+        mask_names(mask, expected, sizeof expected);
+        return ext_fail(EXT_ERR_TYPE, "%s: %s must be %s, got %s", fn, name, expected,
+                        ext_dtype_name(t->dtype));
+    }
+    return EXT_OK;
+}
+
+int ext_check_contiguous(const char *fn, const char *name, const ext_tensor *t)
+{
+    if (!ext_is_contiguous(t))
+        return ext_fail(EXT_ERR_VALUE, "%s: %s must be contiguous (call .contiguous() on it)",
+                        fn, name);
+    return EXT_OK;
+}
+
+int ext_check_ndim(const char *fn, const char *name, const ext_tensor *t, int ndim)
+{
+    if (t->ndim != ndim)
+        return ext_fail(EXT_ERR_VALUE, "%s: %s must be %d-D, got %d-D", fn, name, ndim, t->ndim);
+    return EXT_OK;
+}
+
+static void device_name(const ext_tensor *t, char *out, size_t size)
+{
+    if (t->device_type == EXT_CPU)
+        snprintf(out, size, "cpu");
+    else if (t->device_type == EXT_CUDA)
+        snprintf(out, size, "cuda:%d", t->device_index);
+    else
+        snprintf(out, size, "an unsupported device (type %d)", t->device_type);
+}
+
+int ext_check_devices(const char *fn, const ext_arg *args, int n_args, int device_type,
+                      const char *twin)
+{
+    char where[64], first[64];
+    for (int i = 0; i < n_args; i++) {
+        const ext_tensor *t = args[i].t;
+        if (t->device_type != device_type) {
+            const char *wanted = device_type == EXT_CUDA ? "CUDA" : "CPU";
+            const char *other = device_type == EXT_CUDA ? "CPU" : "CUDA";
+            device_name(t, where, sizeof where);
+            if (twin)
+                return ext_fail(EXT_ERR_DEVICE, "%s: %s is on %s; %s needs %s tensors (use %s "
+                                "for %s tensors)", fn, args[i].name, where, fn, wanted, twin, other);
+            return ext_fail(EXT_ERR_DEVICE, "%s: %s is on %s; %s needs %s tensors", fn,
+                            args[i].name, where, fn, wanted);
+        }
+        if (t->device_index != args[0].t->device_index) {
+            device_name(t, where, sizeof where);
+            device_name(args[0].t, first, sizeof first);
+            return ext_fail(EXT_ERR_DEVICE,
+                            "%s: %s is on %s but %s is on %s; all tensors must be on one device",
+                            fn, args[i].name, where, args[0].name, first);
+        }
+    }
+    return EXT_OK;
+}

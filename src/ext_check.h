@@ -1,0 +1,44 @@
+/*
+ * ext_check.h: argument checks for the C shims (the modern THArgCheck), and
+ * the per-thread error message behind ext_last_error().
+ *
+ * Each check returns EXT_OK or an ext_status with the message set, so a shim
+ * reads as a list of checks:
+ *
+ *     if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32)))) return st;
+ *
+ * Internal to the shims: not part of the cdef.
+ */
+#ifndef EXT_CHECK_H
+#define EXT_CHECK_H
+
+#include <stdint.h>
+
+#include "ext_tensor.h"
+
+#define EXT_MASK(dtype) (1u << (dtype))
+
+typedef struct {
+    const char *name;       /* the argument's Python name, e.g. "labels_g" */
+    const ext_tensor *t;
+} ext_arg;
+
+/* Set this thread's message (printf-style) and return `status`. */
+int ext_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+const char *ext_dtype_name(int dtype);
+int64_t ext_numel(const ext_tensor *t);
+/* Row-major contiguity from sizes and strides, as THC computed it: dims of
+ * size 1 may have any stride. */
+int ext_is_contiguous(const ext_tensor *t);
+
+/* Descriptor sanity (ndim, sizes, data pointer), then the dtype in `mask`. */
+int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsigned mask);
+int ext_check_contiguous(const char *fn, const char *name, const ext_tensor *t);
+int ext_check_ndim(const char *fn, const char *name, const ext_tensor *t, int ndim);
+/* All of `args` on `device_type`, and on the device of args[0]; `twin` (or
+ * NULL) names the entry point to use for the other kind of device. */
+int ext_check_devices(const char *fn, const ext_arg *args, int n_args, int device_type,
+                      const char *twin);
+
+#endif /* EXT_CHECK_H */

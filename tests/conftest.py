@@ -1,0 +1,30 @@
+"""Shared test set-up: the `gpu` marker, and --require-gpu for `make test-gpu`."""
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+
+def pytest_addoption(parser):
+    parser.addoption("--require-gpu", action="store_true",
+                     help="fail, instead of skipping, when no CUDA device is visible")
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    if config.getoption("--require-gpu"):
+        raise pytest.UsageError("--require-gpu: torch sees no CUDA device")
+    skip = pytest.mark.skip(reason="no CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+    """A generator per test, seeded from the test's name: reproducible, and
+    different data for every test."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
