@@ -1,0 +1,217 @@
+/*
+ * roc_hist.cu: variants of the legacy ROC histogram kernel, each checked
+ * against a CPU reference before it is timed (kept apart from the library).
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc dev/cuda/roc_hist.cu src/cuda/roc_kernel.cu \
+ *        src/cuda/ext_cuda.cu -o build/roc_hist && ./build/roc_hist [Q G]
+ *
+ * version 0: the blog's kernel (2018) as published: <<<1024, 1024>>>, 1024
+ *            float counters per block in shared memory, float atomics into the
+ *            global histograms, 32-bit indices, one div and mod per pair.
+ * version 1: the library's kernel (src/cuda/roc_kernel.cu, via its launcher):
+ *            64-bit indices, 16-byte loads, (row, col) tracked incrementally,
+ *            32-bit shared counters flushed into 64-bit global ones.
+ *
+ * Data: one genuine match per query (labels_q[i] = i, labels_g[j] = j % Q),
+ * impostor scores ~ N(0, 0.1) and genuine ~ N(0.6, 0.1), like face embeddings.
+ * Napkin math: the kernel must read Q * G * 4 bytes of scores (840 MB at the
+ * blog's 10,000 x 21,000); labels and histograms are noise beside that.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cuda/roc_kernel.h"
+#include "ext_tensor.h"
+#include "roc_bins.h"
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        cudaError_t err_ = (call);                                                     \
+        if (err_ != cudaSuccess) {                                                     \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+constexpr int kBins = 1024;
+
+// ----------------------------------------------------------------------------
+// CPU reference
+
+void reference(const std::vector<float> &score, int64_t n_query, int64_t n_gallery,
+               const std::vector<float> &labels_q, const std::vector<float> &labels_g,
+               std::vector<uint64_t> &all, std::vector<uint64_t> &genuine)
+{
+    all.assign(kBins, 0);
+    genuine.assign(kBins, 0);
+    for (int64_t i = 0; i < n_query; i++)
+        for (int64_t j = 0; j < n_gallery; j++) {
+            float s = score[i * n_gallery + j];
+            if (std::isnan(s))
+                continue;
+            int64_t bin = roc_legacy_bin(s, kBins);
+            all[bin]++;
+            genuine[bin] += labels_q[i] == labels_g[j];
+        }
+}
+
+// ----------------------------------------------------------------------------
+// version 0: the blog's kernel
+
+__global__ void blog_roc_kernel(const float *score, const int q_num, const int g_num,
+                                float *histo1, float *histo2, const float *labels_q,
+                                const float *labels_g)
+{
+    __shared__ float temp1[kBins];
+    __shared__ float temp2[kBins];
+    temp1[threadIdx.x] = 0;
+    temp2[threadIdx.x] = 0;
+    __syncthreads();
+    int j = threadIdx.x + blockIdx.x * blockDim.x;
+    int stride = blockDim.x * gridDim.x;
+    while (j < q_num * g_num) {
+        atomicAdd(&(temp1[(int)(1.0 * (score[j] + 1) / 2 * (kBins - 1))]), 1);
+        atomicAdd(&(temp2[(int)(1.0 * (score[j] + 1) / 2 * (kBins - 1))]),
+                  labels_q[j / g_num] == labels_g[j % g_num]);
+        j += stride;
+    }
+    __syncthreads();
+    atomicAdd(&(histo1[threadIdx.x]), temp1[threadIdx.x]);
+    atomicAdd(&(histo2[threadIdx.x]), temp2[threadIdx.x]);
+}
+
+struct Buffers {
+    float *score, *labels_q, *labels_g;
+    float *histo_f;      // (2, kBins) for version 0
+    long long *histo_i;  // (2, kBins) for the library
+    int64_t n_query, n_gallery;
+};
+
+void run_variant(int version, const Buffers &b, cudaStream_t stream)
+{
+    if (version == 0) {
+        CHECK(cudaMemsetAsync(b.histo_f, 0, 2 * kBins * sizeof(float), stream));
+        blog_roc_kernel<<<1024, 1024, 0, stream>>>(b.score, int(b.n_query), int(b.n_gallery),
+                                                   b.histo_f, b.histo_f + kBins, b.labels_q,
+                                                   b.labels_g);
+        CHECK(cudaGetLastError());
+    } else {
+        CHECK(cudaMemsetAsync(b.histo_i, 0, 2 * kBins * sizeof(long long), stream));
+        int64_t n_nan = 0;
+        int err = roc_hist_launch(b.score, b.n_query, b.n_gallery, b.labels_q, b.labels_g,
+                                  EXT_FLOAT32, kBins, b.histo_i, EXT_INT64, b.histo_i + kBins,
+                                  EXT_INT64, 0, stream, &n_nan);
+        CHECK(cudaError_t(err));
+    }
+}
+
+/* Largest |gpu - cpu| over both histograms, and the first bad bin. */
+void validate(int version, const Buffers &b, const std::vector<uint64_t> &all,
+              const std::vector<uint64_t> &genuine)
+{
+    std::vector<double> got(2 * kBins);
+    if (version == 0) {
+        std::vector<float> h(2 * kBins);
+        CHECK(cudaMemcpy(h.data(), b.histo_f, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        std::copy(h.begin(), h.end(), got.begin());
+    } else {
+        std::vector<long long> h(2 * kBins);
+        CHECK(cudaMemcpy(h.data(), b.histo_i, h.size() * sizeof(long long),
+                         cudaMemcpyDeviceToHost));
+        std::copy(h.begin(), h.end(), got.begin());
+    }
+    double max_diff = 0, total = 0;
+    int first_bad = -1;
+    for (int k = 0; k < 2 * kBins; k++) {
+        double expected = double(k < kBins ? all[k] : genuine[k - kBins]);
+        double diff = std::fabs(got[k] - expected);
+        total += expected;
+        if (diff > max_diff)
+            max_diff = diff;
+        if (diff > 0 && first_bad < 0)
+            first_bad = k;
+    }
+    printf("version %d: max abs diff %.0f (relative %.3g), first bad bin %d%s\n", version,
+           max_diff, max_diff / (total > 0 ? total : 1), first_bad,
+           first_bad < 0 ? "  OK" : (version == 0 ? "  (float counters: expected)" : "  WRONG"));
+    if (version != 0 && first_bad >= 0)
+        exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t n_query = argc > 2 ? atoll(argv[1]) : 10000;
+    const int64_t n_gallery = argc > 2 ? atoll(argv[2]) : 21000;
+    const int64_t n = n_query * n_gallery;
+    std::mt19937_64 gen(2018);
+    std::normal_distribution<float> impostor(0.0f, 0.1f), genuine_score(0.6f, 0.1f);
+    std::vector<float> labels_q(n_query), labels_g(n_gallery), score(n);
+    for (int64_t i = 0; i < n_query; i++)
+        labels_q[i] = float(i);
+    for (int64_t j = 0; j < n_gallery; j++)
+        labels_g[j] = float(j % n_query);
+    for (int64_t i = 0; i < n_query; i++)
+        for (int64_t j = 0; j < n_gallery; j++) {
+            float s = labels_q[i] == labels_g[j] ? genuine_score(gen) : impostor(gen);
+            score[i * n_gallery + j] = std::min(1.0f, std::max(-1.0f, s));
+        }
+    std::vector<uint64_t> all, genuine;
+    reference(score, n_query, n_gallery, labels_q, labels_g, all, genuine);
+
+    Buffers b{};
+    b.n_query = n_query;
+    b.n_gallery = n_gallery;
+    CHECK(cudaMalloc(&b.score, n * sizeof(float)));
+    CHECK(cudaMalloc(&b.labels_q, n_query * sizeof(float)));
+    CHECK(cudaMalloc(&b.labels_g, n_gallery * sizeof(float)));
+    CHECK(cudaMalloc(&b.histo_f, 2 * kBins * sizeof(float)));
+    CHECK(cudaMalloc(&b.histo_i, 2 * kBins * sizeof(long long)));
+    CHECK(cudaMemcpy(b.score, score.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(b.labels_q, labels_q.data(), n_query * sizeof(float),
+                     cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(b.labels_g, labels_g.data(), n_gallery * sizeof(float),
+                     cudaMemcpyHostToDevice));
+    size_t flush_bytes = 256u << 20; /* larger than L2: evicts the scores between runs */
+    void *flush;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    cudaStream_t stream;
+    CHECK(cudaStreamCreate(&stream));
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+
+    printf("%lld x %lld pairs (%.0f MB of scores)\n", (long long)n_query, (long long)n_gallery,
+           n * 4.0 / 1e6);
+    const int versions[] = {0, 1};
+    const int blocks[] = {1024, 512};
+    for (int version : versions) {
+        run_variant(version, b, stream);
+        CHECK(cudaStreamSynchronize(stream));
+        validate(version, b, all, genuine);
+    }
+    printf("variant | block | ms (median of 20) | GB/s of scores read\n");
+    for (int v = 0; v < 2; v++) {
+        std::vector<float> times;
+        for (int rep = 0; rep < 23; rep++) {
+            CHECK(cudaMemsetAsync(flush, rep, flush_bytes, stream));
+            CHECK(cudaEventRecord(start, stream));
+            run_variant(versions[v], b, stream);
+            CHECK(cudaEventRecord(stop, stream));
+            CHECK(cudaEventSynchronize(stop));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, start, stop));
+            if (rep >= 3)
+                times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        float ms = times[times.size() / 2];
+        printf("%7d | %5d | %17.3f | %8.0f\n", versions[v], blocks[v], ms, n * 4.0 / ms / 1e6);
+    }
+    return 0;
+}
