@@ -70,7 +70,6 @@ venv: $(PY_READY)
 
 $(VENV)/.installed: requirements.txt
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	@# torch first and pinned: a later unpinned requirement must find it installed
 	$(VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(VENV)/bin/python -m pip install --quiet -r requirements.txt

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from _ext import roc
+from _ext import _ffi, roc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -317,6 +317,21 @@ def test_gpu_errors():
         call(roc.gpu_roc, args)
     with pytest.raises(RuntimeError, match="cpu_roc: score is on cuda:0; cpu_roc needs CPU"):
         call(roc.cpu_roc, legacy_args(device="cuda"))
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_error_is_an_exception():
+    """A CUDA failure inside the launcher (here: no device 99) comes back as
+    RuntimeError with CUDA's own error string, and the process goes on."""
+    args = legacy_args(device="cuda")
+    descs = [_ffi.describe(roc.ffi, "gpu_roc", name, args[name])
+             for name in ("score", "histo1", "histo2", "labels_q", "labels_g")]
+    for desc in descs:
+        desc.device_index = 99
+    with pytest.raises(RuntimeError, match="gpu_roc: CUDA error: invalid device ordinal"):
+        _ffi.check(roc.ffi, roc.lib, roc.lib.roc_hist_cuda(*descs, roc.ffi.NULL,
+                                                            roc.ffi.new("int64_t *")))
+    call(roc.gpu_roc, args)
 
 
 @pytest.mark.gpu
