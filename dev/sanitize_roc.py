@@ -1,10 +1,12 @@
-"""Small gpu_roc calls that cover every kernel path, for compute-sanitizer:
+"""Small calls that cover every ROC kernel path, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python3 dev/sanitize_roc.py
     compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py
 
-Paths: 16-byte and scalar loads, shared-memory and global counters, rows
-shorter than a vector, each label and histogram dtype.
+gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
+shorter than a vector, each label and histogram dtype. evaluate/roc_curve:
+every mode from a score matrix and from features, one set and two, partial
+tiles, shared-memory and global counters, pair_scores.
 """
 
 import os
@@ -16,8 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _ext import roc  # noqa: E402
 
 
-def main():
-    generator = torch.Generator(device="cuda").manual_seed(0)
+def legacy_cases(generator):
     cases = [((1, 1), 1024), ((3, 5), 1024), ((129, 1027), 1024), ((64, 333), 300000),
              ((2, 3), 7)]
     for (n_query, n_gallery), nbins in cases:
@@ -33,8 +34,42 @@ def main():
                 unaligned = torch.empty(score.numel() + 1, device="cuda")[1:].view_as(score)
                 unaligned.copy_(score)
                 roc.gpu_roc(unaligned, histo1, histo2, labels_q, labels_g)
+    return len(cases) * 9 * 2
+
+
+def evaluator_cases(generator):
+    ran = 0
+    for n_query, n_gallery, dim, n_ids in ((1, 2, 1, 1), (37, 129, 7, 5), (130, 260, 33, 40),
+                                          (2000, 2000, 8, 100)):
+        labels_q = torch.randint(0, n_ids, (n_query,), device="cuda", generator=generator)
+        labels_g = torch.randint(0, n_ids, (n_gallery,), device="cuda", generator=generator)
+        labels_g[0] = labels_q[0]
+        if n_query > 1:
+            labels_g[1] = labels_q[0] + 1  # an impostor too
+        feat_q = torch.randn(n_query, dim, device="cuda", generator=generator)
+        feat_g = torch.randn(n_gallery, dim, device="cuda", generator=generator)
+        score = roc.pair_scores(feat_q, feat_g)
+        sources = [dict(score=score), dict(feat_q=feat_q, feat_g=feat_g)]
+        for source in sources:
+            for mode in ("exact", "binned"):
+                roc.evaluate(labels_q, labels_g, mode=mode, chunk=5000, **source)
+                ran += 1
+            if n_query * n_gallery <= 40000:
+                roc.roc_curve(labels_q, labels_g, chunk=5000, **source)
+                ran += 1
+        labels = torch.cat([labels_q, labels_q])
+        feats = torch.cat([feat_q, feat_q + 0.1])
+        for mode in ("exact", "binned"):
+            roc.evaluate(labels, None, feat_q=feats, same_set=True, mode=mode)
+            ran += 1
+    return ran
+
+
+def main():
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    ran = legacy_cases(generator) + evaluator_cases(generator)
     torch.cuda.synchronize()
-    print("sanitize_roc: %d cases ran" % (len(cases) * 9 * 2))
+    print("sanitize_roc: %d calls ran" % ran)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #define ROC_BINS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define ROC_HD __host__ __device__ __forceinline__
@@ -30,6 +31,57 @@ ROC_HD int64_t roc_legacy_bin(float score, int64_t nbins)
     double position = ((double)score + 1.0) / 2.0 * (double)(nbins - 1);
     int64_t bin = (int64_t)position;
     return bin < nbins - 1 ? bin : nbins - 1;
+}
+
+/*
+ * Exact mode compares scores through keys: uint32 values ordered as the
+ * float32 scores are, with -0.0 folded onto +0.0 (equal scores, as NumPy and
+ * scikit-learn see them). NaN has no key; key 0 (the key of one NaN bit
+ * pattern) therefore never occurs and marks "no pair" in key buffers.
+ */
+#define ROC_NO_KEY 0u
+
+ROC_HD uint32_t roc_score_key(float score)
+{
+    uint32_t bits;
+    if (score == 0.0f)
+        score = 0.0f;
+    memcpy(&bits, &score, sizeof bits);
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+ROC_HD float roc_key_score(uint32_t key)
+{
+    uint32_t bits = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+    float score;
+    memcpy(&score, &bits, sizeof score);
+    return score;
+}
+
+/*
+ * Binned mode: uniform bins as numpy.histogram(score, bins=n, range=(lo, hi))
+ * makes them for float32 scores. edges[0..n] are float32(linspace(lo, hi,
+ * n + 1)), lo32 = float32(lo), span32 = float32(hi - lo), n32 = float32(n).
+ * NumPy estimates the bin in float32 arithmetic and then corrects it against
+ * the edges; the same steps here give the same bin for every score. Returns
+ * -1 below edges[0], n above edges[n] (NumPy drops both), else the bin; the
+ * last bin includes edges[n]. NaN is the caller's to skip.
+ */
+ROC_HD int64_t roc_uniform_bin(float score, const float *edges, int64_t n, float lo32,
+                               float span32, float n32)
+{
+    if (score < edges[0])
+        return -1;
+    if (score > edges[n])
+        return n;
+    int64_t bin = (int64_t)((score - lo32) / span32 * n32);
+    if (bin >= n)
+        bin = n - 1;
+    if (score < edges[bin])
+        bin--;
+    if (bin != n - 1 && score >= edges[bin + 1])
+        bin++;
+    return bin;
 }
 
 #endif /* ROC_BINS_H */

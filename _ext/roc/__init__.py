@@ -12,6 +12,13 @@ and goes to bin trunc((score + 1) / 2 * (nbins - 1)) with nbins =
 histo1.numel(), scores outside [-1, 1] in the edge bins. Counts are *added*
 into histo1/histo2 (float32, float64 or int64). NaN scores are skipped; both
 functions return how many.
+
+The evaluator (exact ROC identical to scikit-learn's, from a score matrix or
+from features, on the GPU or the CPU):
+
+    report = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
+    print(report.table())                       # TAR@FAR, AUC, EER
+    fpr, tpr, thresholds = roc.roc_curve(labels_q, labels_g, score=score)
 """
 
 from .. import _ffi
@@ -21,6 +28,8 @@ try:
 except ImportError as error:  # pragma: no cover - only before `make`
     raise ImportError("_ext.roc is not built: run `make` in the project root (%s)"
                       % error) from error
+
+from ._evaluate import RocReport, TarAtFar, evaluate, pair_scores, roc_curve  # noqa: E402,F401
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
 

@@ -16,7 +16,7 @@
     do {                                           \
         cudaError_t ext_err_ = (call);             \
         if (ext_err_ != cudaSuccess)               \
-            return (int)ext_err_;                  \
+            return ext_err_;                       \
     } while (0)
 
 /* Makes `device` current for the launcher's lifetime. The module links its own

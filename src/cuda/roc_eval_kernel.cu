@@ -1,0 +1,1091 @@
+/*
+ * roc_eval_kernel.cu: the evaluator on the GPU (the steps are in roc_eval.c).
+ *
+ * Genuine pairs: the gallery is sorted by label code (CUB, stable), so the
+ * genuine partners of a query are one contiguous group. One thread per
+ * genuine pair computes its score (read from the score matrix, or the dot
+ * product with the same fmaf chain as the tiles below), then CUB sorts and
+ * run-length encodes the keys into the distinct genuine levels, and the host
+ * builds a lookup table over them.
+ *
+ * The counting pass reads the score matrix (warps over row segments) or
+ * computes it tile by tile from the features (fp32 FMA, k in order, never
+ * stored) and hands every pair to a Counter: exact (the level or gap between
+ * genuine keys: lookup table, then a short binary search), binned (numpy's
+ * uniform bins) or curve (the pair's key into a buffer that CUB sorts and
+ * merges into the distinct keys so far). Counters are private to a block in
+ * shared memory where they fit, and added into 64-bit global ones at the end.
+ */
+#include <stdint.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <cub/cub.cuh>
+
+#include "../roc_bins.h"
+#include "ext_cuda.cuh"
+#include "roc_kernel.h"
+
+namespace {
+
+enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3 };
+
+constexpr int kThreads = 256;
+constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
+constexpr int kLutBits = 16;              /* lookup table: at most 2^16 buckets */
+constexpr size_t kSharedCounters = 96 * 1024;  /* bytes of private counters a block may use */
+
+// ----------------------------------------------------------------------------
+// device memory, with the evaluator's peak recorded
+
+template <typename T> struct DeviceArray {
+    T *ptr = nullptr;
+    size_t n = 0;
+};
+
+struct Arena {
+    cudaStream_t stream = nullptr;
+    int64_t now = 0, peak = 0;
+
+    template <typename T> cudaError_t alloc(DeviceArray<T> &a, size_t n)
+    {
+        release(a);
+        const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+        cudaError_t err = cudaMallocAsync(reinterpret_cast<void **>(&a.ptr), bytes, stream);
+        if (err != cudaSuccess) {
+            a.ptr = nullptr;
+            return err;
+        }
+        a.n = n;
+        now += int64_t(bytes);
+        peak = std::max(peak, now);
+        return cudaSuccess;
+    }
+    template <typename T> void release(DeviceArray<T> &a)
+    {
+        if (a.ptr) {
+            cudaFreeAsync(a.ptr, stream);
+            now -= int64_t(std::max<size_t>(a.n, 1) * sizeof(T));
+        }
+        a.ptr = nullptr;
+        a.n = 0;
+    }
+};
+
+/* A CUB device-wide call: size the scratch space, allocate it, run, free it. */
+template <typename Call> cudaError_t cub_run(Arena &arena, Call call)
+{
+    size_t bytes = 0;
+    EXT_CUDA_TRY(call(nullptr, bytes));
+    DeviceArray<char> scratch;
+    EXT_CUDA_TRY(arena.alloc(scratch, bytes));
+    cudaError_t err = call(scratch.ptr, bytes);
+    arena.release(scratch);
+    return err;
+}
+
+// ----------------------------------------------------------------------------
+// what a counting pass needs (by value, as a kernel argument)
+
+struct PassParams {
+    int64_t n_gallery, row_begin, row_end;
+    int same_set;
+    /* exact */
+    const uint32_t *levels;
+    int64_t n_levels;
+    const uint32_t *lut;
+    uint32_t lut_base;
+    int lut_shift;
+    unsigned long long *at, *gap;
+    uint32_t *gap_min;
+    int shared_gaps;
+    /* binned */
+    const float *edges;
+    int64_t n_bins;
+    float lo32, span32, n32;
+    unsigned long long *bins; /* below, n_bins bins, above */
+    int shared_bins;
+    /* curve: one key per pair of the rows; store: one score per pair */
+    uint32_t *keys;
+    float *scores;
+    /* every mode */
+    unsigned long long *totals; /* pairs, NaN pairs */
+    uint32_t *block_top_key;
+    unsigned long long *block_top_count;
+};
+
+/* Index of the first genuine level >= key (0 .. n_levels), and whether it
+ * equals key. */
+__device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t key, bool &at)
+{
+    const uint32_t *levels = p.levels;
+    at = false;
+    if (key < __ldg(levels))
+        return 0;
+    if (key > __ldg(levels + p.n_levels - 1))
+        return p.n_levels;
+    const uint32_t bucket = (key - p.lut_base) >> p.lut_shift;
+    int64_t lo = __ldg(p.lut + bucket), hi = __ldg(p.lut + bucket + 1);
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (__ldg(levels + mid) < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    at = __ldg(levels + lo) == key;
+    return lo;
+}
+
+/* Bytes of dynamic shared memory a pass of `mode` uses for private counters. */
+size_t shared_bytes(int mode, const PassParams &p)
+{
+    if (mode == kExact && p.shared_gaps)
+        return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
+    if (mode == kBinned && p.shared_bins)
+        return size_t(p.n_bins + 2) * sizeof(uint32_t);
+    return 0;
+}
+
+/* Counts the pairs one thread sees, then the block's, into the globals.
+ * Exact mode keeps the current run of pairs that fall in one gap (most
+ * impostors of a row share a few gaps) and flushes it when the gap changes. */
+template <int kMode> class Counter {
+  public:
+    __device__ Counter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared) {}
+
+    __device__ void begin_block()
+    {
+        if (kMode == kExact && p_.shared_gaps) {
+            for (int64_t g = threadIdx.x; g <= p_.n_levels; g += blockDim.x) {
+                shared_[g] = 0;
+                shared_[p_.n_levels + 1 + g] = 0xffffffffu;
+            }
+        } else if (kMode == kBinned && p_.shared_bins) {
+            for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
+                shared_[b] = 0;
+        }
+        __syncthreads();
+    }
+
+    __device__ __forceinline__ void pair(int64_t i, int64_t j, float s)
+    {
+        if (kMode == kStore) {
+            p_.scores[i * p_.n_gallery + j] = s;
+            return;
+        }
+        n_pairs_++;
+        const bool nan = isnan(s);
+        n_nan_ += nan;
+        if (kMode == kCurve) {
+            p_.keys[(i - p_.row_begin) * p_.n_gallery + j] = nan ? ROC_NO_KEY : roc_score_key(s);
+            return;
+        }
+        if (nan)
+            return;
+        if (kMode == kBinned) {
+            const int64_t b =
+                roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.span32, p_.n32) + 1;
+            if (p_.shared_bins)
+                atomicAdd(&shared_[b], 1u);
+            else
+                atomicAdd(&p_.bins[b], 1ull);
+            return;
+        }
+        const uint32_t key = roc_score_key(s);
+        if (key > top_key_ || top_count_ == 0) {
+            top_key_ = key;
+            top_count_ = 1;
+        } else if (key == top_key_) {
+            top_count_++;
+        }
+        bool at;
+        const int64_t g = find_level(p_, key, at);
+        if (at) { /* rare: a pair scored exactly like a genuine level */
+            atomicAdd(&p_.at[g], 1ull);
+            return;
+        }
+        if (g != run_gap_) {
+            flush_run();
+            run_gap_ = g;
+        }
+        run_count_++;
+        run_min_ = min(run_min_, key);
+    }
+
+    __device__ void end_block()
+    {
+        if (kMode == kStore)
+            return;
+        if (kMode == kExact)
+            flush_run();
+        reduce_totals();
+        __syncthreads();
+        if (kMode == kExact && p_.shared_gaps) {
+            for (int64_t g = threadIdx.x; g <= p_.n_levels; g += blockDim.x)
+                if (shared_[g]) {
+                    atomicAdd(&p_.gap[g], (unsigned long long)shared_[g]);
+                    atomicMin(&p_.gap_min[g], shared_[p_.n_levels + 1 + g]);
+                }
+        } else if (kMode == kBinned && p_.shared_bins) {
+            for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
+                if (shared_[b])
+                    atomicAdd(&p_.bins[b], (unsigned long long)shared_[b]);
+        }
+    }
+
+  private:
+    __device__ void flush_run()
+    {
+        if (run_count_ == 0)
+            return;
+        if (p_.shared_gaps) {
+            atomicAdd(&shared_[run_gap_], run_count_);
+            atomicMin(&shared_[p_.n_levels + 1 + run_gap_], run_min_);
+        } else {
+            atomicAdd(&p_.gap[run_gap_], (unsigned long long)run_count_);
+            atomicMin(&p_.gap_min[run_gap_], run_min_);
+        }
+        run_count_ = 0;
+        run_min_ = 0xffffffffu;
+    }
+
+    /* pairs and NaN pairs into the globals; the block's top key and its count
+     * into the block's slot (merged after the kernel) */
+    __device__ void reduce_totals()
+    {
+        __shared__ unsigned long long warp_pairs[kThreads / 32], warp_nan[kThreads / 32];
+        __shared__ uint32_t warp_key[kThreads / 32];
+        __shared__ unsigned long long warp_count[kThreads / 32];
+        unsigned long long pairs = n_pairs_, nan = n_nan_, count = top_count_;
+        uint32_t key = top_key_;
+        for (int offset = 16; offset > 0; offset /= 2) {
+            pairs += __shfl_down_sync(0xffffffffu, pairs, offset);
+            nan += __shfl_down_sync(0xffffffffu, nan, offset);
+            merge_top(key, count, __shfl_down_sync(0xffffffffu, key, offset),
+                      __shfl_down_sync(0xffffffffu, count, offset));
+        }
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (lane == 0) {
+            warp_pairs[warp] = pairs;
+            warp_nan[warp] = nan;
+            warp_key[warp] = key;
+            warp_count[warp] = count;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < int(blockDim.x / 32); w++) {
+                pairs += warp_pairs[w];
+                nan += warp_nan[w];
+                merge_top(key, count, warp_key[w], warp_count[w]);
+            }
+            atomicAdd(&p_.totals[0], pairs);
+            atomicAdd(&p_.totals[1], nan);
+            if (kMode == kExact) {
+                p_.block_top_key[blockIdx.x] = key;
+                p_.block_top_count[blockIdx.x] = count;
+            }
+        }
+    }
+
+    static __device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
+                                                     uint32_t other_key,
+                                                     unsigned long long other_count)
+    {
+        if (other_count == 0)
+            return;
+        if (count == 0 || other_key > key) {
+            key = other_key;
+            count = other_count;
+        } else if (other_key == key) {
+            count += other_count;
+        }
+    }
+
+    const PassParams &p_;
+    uint32_t *shared_;
+    unsigned long long n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
+    uint32_t top_key_ = 0;
+    int64_t run_gap_ = -1;
+    uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
+};
+
+// ----------------------------------------------------------------------------
+// counting passes
+
+/* Warps take work items (row, segment of kSegment columns) of the score
+ * matrix; lanes read consecutive columns. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    score_pass_kernel(const float *__restrict__ score, const PassParams p)
+{
+    extern __shared__ uint32_t shared[];
+    Counter<kMode> counter(p, shared);
+    counter.begin_block();
+    const int lane = threadIdx.x % 32;
+    const int64_t n_segments = (p.n_gallery + kSegment - 1) / kSegment;
+    const int64_t n_items = (p.row_end - p.row_begin) * n_segments;
+    const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
+         item += n_warps) {
+        const int64_t i = p.row_begin + item / n_segments;
+        int64_t c0 = (item % n_segments) * kSegment;
+        const int64_t c1 = c0 + kSegment < p.n_gallery ? c0 + kSegment : p.n_gallery;
+        if (p.same_set && c0 < i + 1)
+            c0 = i + 1;
+        const float *row = score + i * p.n_gallery;
+        for (int64_t j = c0 + lane; j < c1; j += 32)
+            counter.pair(i, j, __ldg(row + j));
+    }
+    counter.end_block();
+}
+
+/*
+ * Scores from features, one 128 x 128 tile at a time (persistent blocks),
+ * each an fp32 dot product accumulated with fmaf over k in order: thread
+ * (ty, tx) holds rows {ty*4 .. +3, 64 + ty*4 .. +3} and the same columns of tx.
+ * feat_q is (Q, D) and feat_g (G, D), row-major; the tile's k-slices are
+ * stored transposed in shared memory, zero beyond D (adding 0 * 0 leaves a
+ * sum unchanged, up to the sign of a zero, which keys ignore).
+ */
+constexpr int kTile = 128, kTileK = 8;
+
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    feature_pass_kernel(const float *__restrict__ feat_q, const float *__restrict__ feat_g,
+                        int64_t dim, const PassParams p)
+{
+    __shared__ float tile_q[kTileK][kTile], tile_g[kTileK][kTile];
+    extern __shared__ uint32_t shared[];
+    Counter<kMode> counter(p, shared);
+    counter.begin_block();
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int load_row = threadIdx.x / 2, load_k = (threadIdx.x % 2) * 4;
+    const int64_t tiles_m = (p.row_end - p.row_begin + kTile - 1) / kTile;
+    const int64_t tiles_n = (p.n_gallery + kTile - 1) / kTile;
+    for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
+        const int64_t m0 = p.row_begin + (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
+        if (p.same_set && n0 + kTile - 1 <= m0)
+            continue; /* every column at or left of every row: below the diagonal */
+        float acc[8][8];
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                acc[m][n] = 0.0f;
+        const int64_t qi = m0 + load_row, gj = n0 + load_row;
+        for (int64_t k0 = 0; k0 < dim; k0 += kTileK) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int64_t k = k0 + load_k + q;
+                tile_q[load_k + q][load_row] =
+                    qi < p.row_end && k < dim ? __ldg(feat_q + qi * dim + k) : 0.0f;
+                tile_g[load_k + q][load_row] =
+                    gj < p.n_gallery && k < dim ? __ldg(feat_g + gj * dim + k) : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < kTileK; k++) {
+                float a[8], b[8];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    a[r] = tile_q[k][ty * 4 + r];
+                    a[r + 4] = tile_q[k][64 + ty * 4 + r];
+                    b[r] = tile_g[k][tx * 4 + r];
+                    b[r + 4] = tile_g[k][64 + tx * 4 + r];
+                }
+#pragma unroll
+                for (int m = 0; m < 8; m++)
+#pragma unroll
+                    for (int n = 0; n < 8; n++)
+                        acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int64_t i = m0 + (m < 4 ? ty * 4 + m : 64 + ty * 4 + m - 4);
+            if (i >= p.row_end)
+                continue;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int64_t j = n0 + (n < 4 ? tx * 4 + n : 64 + tx * 4 + n - 4);
+                if (j < p.n_gallery && (!p.same_set || j > i))
+                    counter.pair(i, j, acc[m][n]);
+            }
+        }
+    }
+    counter.end_block();
+}
+
+/* Merges the blocks' top keys into the running (key, count). */
+__global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long long *block_count,
+                                 int n_blocks, uint32_t *top_key, unsigned long long *top_count)
+{
+    uint32_t key = *top_key;
+    unsigned long long count = *top_count;
+    for (int b = 0; b < n_blocks; b++) {
+        if (block_count[b] == 0)
+            continue;
+        if (count == 0 || block_key[b] > key) {
+            key = block_key[b];
+            count = block_count[b];
+        } else if (block_key[b] == key) {
+            count += block_count[b];
+        }
+    }
+    *top_key = key;
+    *top_count = count;
+}
+
+// ----------------------------------------------------------------------------
+// genuine pairs
+
+__global__ void check_codes_kernel(const int32_t *codes, int64_t n, int64_t n_codes, int *bad)
+{
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x)
+        if (codes[i] < 0 || codes[i] >= n_codes)
+            *bad = 1;
+}
+
+__global__ void iota_kernel(int64_t *out, int64_t n)
+{
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x)
+        out[i] = i;
+}
+
+/* start[c] = first position of code c among the sorted codes (c = 0 .. n_codes) */
+__global__ void code_start_kernel(const int32_t *sorted_codes, int64_t n, int64_t n_codes,
+                                  int64_t *start)
+{
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c <= n_codes;
+         c += int64_t(gridDim.x) * blockDim.x) {
+        int64_t lo = 0, hi = n;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) >> 1;
+            if (sorted_codes[mid] < c)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        start[c] = lo;
+    }
+}
+
+__global__ void position_kernel(const int64_t *members, int64_t n, int64_t *position)
+{
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+         t += int64_t(gridDim.x) * blockDim.x)
+        position[members[t]] = t;
+}
+
+/* Genuine partners of query i: sorted positions [first, start[code + 1]). */
+__device__ __forceinline__ int64_t first_partner(const int32_t *codes_q, const int64_t *start,
+                                                 const int64_t *position, int same_set, int64_t i)
+{
+    return same_set ? position[i] + 1 : start[codes_q[i]];
+}
+
+__global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query,
+                                     const int64_t *start, const int64_t *position,
+                                     int same_set, int64_t *count)
+{
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i <= n_query;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        if (i == n_query) {
+            count[i] = 0;
+            continue;
+        }
+        const int64_t first = first_partner(codes_q, start, position, same_set, i);
+        const int64_t end = start[codes_q[i] + 1];
+        count[i] = end > first ? end - first : 0;
+    }
+}
+
+/* One thread per genuine pair: its key (or NO_KEY for NaN). The dot product is
+ * the fmaf chain of feature_pass_kernel, so the two agree bit for bit. */
+__global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_gallery,
+                                   const int64_t *start, const int64_t *position,
+                                   const int64_t *members, const int64_t *offset, int same_set,
+                                   const float *score, const float *feat_q, const float *feat_g,
+                                   int64_t dim, int64_t n_pairs, uint32_t *keys,
+                                   unsigned long long *n_nan)
+{
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_pairs;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        int64_t lo = 0, hi = n_query; /* the query: last i with offset[i] <= t */
+        while (lo < hi) {
+            int64_t mid = (lo + hi + 1) >> 1;
+            if (offset[mid] <= t)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const int64_t i = lo;
+        const int64_t j =
+            members[first_partner(codes_q, start, position, same_set, i) + (t - offset[i])];
+        float s;
+        if (score) {
+            s = score[i * n_gallery + j];
+        } else {
+            s = 0.0f;
+            for (int64_t k = 0; k < dim; k++)
+                s = fmaf(feat_q[i * dim + k], feat_g[j * dim + k], s);
+        }
+        if (isnan(s)) {
+            keys[t] = ROC_NO_KEY;
+            atomicAdd(n_nan, 1ull);
+        } else {
+            keys[t] = roc_score_key(s);
+        }
+    }
+}
+
+/* Cosine: rows scaled by 1 / sqrt(sum of squares), in float64 with the CPU's
+ * IEEE operations (no contraction), rounded to float32. */
+__global__ void normalize_kernel(const float *x, int64_t n, int64_t dim, float *out)
+{
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < dim; k++) {
+            const double v = x[i * dim + k];
+            sum = __dadd_rn(sum, __dmul_rn(v, v));
+        }
+        const double inverse = __ddiv_rn(1.0, __dsqrt_rn(sum));
+        for (int64_t k = 0; k < dim; k++)
+            out[i * dim + k] = float(__dmul_rn(double(x[i * dim + k]), inverse));
+    }
+}
+
+unsigned grid_for(int64_t n, int threads = kThreads)
+{
+    return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads,
+                                                           int64_t(ext_sm_count()) * 32)));
+}
+
+} // namespace
+
+// ----------------------------------------------------------------------------
+// the evaluator's device state
+
+struct roc_eval_cuda {
+    int mode = 0, same_set = 0, device = 0;
+    cudaStream_t stream = nullptr;
+    int64_t n_query = 0, n_gallery = 0, dim = 0;
+    const float *score = nullptr, *feat_q = nullptr, *feat_g = nullptr;
+    Arena arena;
+    DeviceArray<float> norm_q, norm_g;
+    /* exact: genuine levels, lookup table, counters */
+    int64_t n_levels = 0;
+    DeviceArray<uint32_t> levels, lut, gap_min, top_key, block_top_key;
+    DeviceArray<unsigned long long> at, gap, top_count, block_top_count;
+    uint32_t lut_base = 0;
+    int lut_shift = 0;
+    /* binned */
+    DeviceArray<float> edges;
+    DeviceArray<unsigned long long> bins;
+    int64_t n_bins = 0;
+    float lo32 = 0, span32 = 0, n32 = 0;
+    /* curve: the distinct keys so far */
+    DeviceArray<uint32_t> acc_keys;
+    DeviceArray<unsigned long long> acc_counts;
+    int64_t n_acc = 0;
+    /* pairs, NaN pairs */
+    DeviceArray<unsigned long long> totals;
+    int pass_blocks = 0;
+};
+
+namespace {
+
+/* Finds the genuine pairs and their keys; leaves the distinct levels in
+ * `genuine` (host) and the levels + lookup table on the device. */
+cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
+                         roc_genuine_levels *genuine, roc_totals *totals, int *bad_code)
+{
+    Arena &arena = ev->arena;
+    cudaStream_t stream = ev->stream;
+    const int64_t Q = s->n_query, G = s->n_gallery, L = s->n_codes;
+
+    DeviceArray<int> bad;
+    EXT_CUDA_TRY(arena.alloc(bad, 1));
+    EXT_CUDA_TRY(cudaMemsetAsync(bad.ptr, 0, sizeof(int), stream));
+    check_codes_kernel<<<grid_for(Q), kThreads, 0, stream>>>(s->codes_q, Q, L, bad.ptr);
+    check_codes_kernel<<<grid_for(G), kThreads, 0, stream>>>(s->codes_g, G, L, bad.ptr);
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    arena.release(bad);
+    if (*bad_code)
+        return cudaSuccess;
+
+    /* the gallery sorted by code, stable: members[t] is a gallery index */
+    DeviceArray<int32_t> sorted_codes;
+    DeviceArray<int64_t> index, members, start, position, count, offset;
+    EXT_CUDA_TRY(arena.alloc(sorted_codes, G));
+    EXT_CUDA_TRY(arena.alloc(index, G));
+    EXT_CUDA_TRY(arena.alloc(members, G));
+    EXT_CUDA_TRY(arena.alloc(start, L + 1));
+    EXT_CUDA_TRY(arena.alloc(position, G));
+    EXT_CUDA_TRY(arena.alloc(count, Q + 1));
+    EXT_CUDA_TRY(arena.alloc(offset, Q + 1));
+    iota_kernel<<<grid_for(G), kThreads, 0, stream>>>(index.ptr, G);
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortPairs(tmp, bytes, s->codes_g, sorted_codes.ptr, index.ptr,
+                                               members.ptr, G, 0, 32, stream);
+    }));
+    code_start_kernel<<<grid_for(L + 1), kThreads, 0, stream>>>(sorted_codes.ptr, G, L,
+                                                                start.ptr);
+    position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.ptr, G, position.ptr);
+    genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(
+        s->codes_q, Q, start.ptr, position.ptr, s->same_set, count.ptr);
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceScan::ExclusiveSum(tmp, bytes, count.ptr, offset.ptr, Q + 1, stream);
+    }));
+    int64_t n_pairs = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.ptr + Q, sizeof n_pairs, cudaMemcpyDeviceToHost,
+                                 stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+
+    DeviceArray<uint32_t> keys, sorted_keys, unique;
+    DeviceArray<unsigned long long> nan, run_counts;
+    DeviceArray<int64_t> n_runs;
+    EXT_CUDA_TRY(arena.alloc(keys, n_pairs));
+    EXT_CUDA_TRY(arena.alloc(sorted_keys, n_pairs));
+    EXT_CUDA_TRY(arena.alloc(nan, 1));
+    EXT_CUDA_TRY(cudaMemsetAsync(nan.ptr, 0, sizeof(unsigned long long), stream));
+    genuine_key_kernel<<<grid_for(n_pairs), kThreads, 0, stream>>>(
+        s->codes_q, Q, G, start.ptr, position.ptr, members.ptr, offset.ptr, s->same_set,
+        ev->score, ev->feat_q, ev->feat_g, s->dim, n_pairs, keys.ptr, nan.ptr);
+    EXT_CUDA_TRY(cudaGetLastError());
+    for (DeviceArray<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
+        arena.release(*a);
+    arena.release(sorted_codes);
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.ptr, sorted_keys.ptr, n_pairs, 0,
+                                              32, stream);
+    }));
+    arena.release(keys);
+    unsigned long long n_nan = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.ptr, sizeof n_nan, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    const int64_t n_valid = n_pairs - int64_t(n_nan); /* NO_KEY (NaN) sorts first */
+    EXT_CUDA_TRY(arena.alloc(unique, n_valid));
+    EXT_CUDA_TRY(arena.alloc(run_counts, n_valid));
+    EXT_CUDA_TRY(arena.alloc(n_runs, 1));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted_keys.ptr + n_nan, unique.ptr,
+                                                  run_counts.ptr, n_runs.ptr, n_valid, stream);
+    }));
+    int64_t U = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.ptr, sizeof U, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (n_valid == 0)
+        U = 0;
+
+    genuine->n_levels = U;
+    genuine->keys = static_cast<uint32_t *>(malloc(std::max<int64_t>(U, 1) * sizeof(uint32_t)));
+    genuine->counts = static_cast<uint64_t *>(malloc(std::max<int64_t>(U, 1) * sizeof(uint64_t)));
+    if (!genuine->keys || !genuine->counts)
+        return cudaErrorMemoryAllocation;
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.ptr, U * sizeof(uint32_t),
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.ptr, U * sizeof(uint64_t),
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    for (DeviceArray<uint32_t> *a : {&sorted_keys, &unique})
+        arena.release(*a);
+    arena.release(run_counts);
+    arena.release(n_runs);
+    arena.release(nan);
+    totals->n_genuine = uint64_t(n_valid);
+    totals->n_nan_genuine = n_nan;
+    ev->n_levels = U;
+    return cudaSuccess;
+}
+
+/* Levels and their lookup table on the device: bucket b covers keys
+ * [base + b << shift, base + (b + 1) << shift); lut[b] is the first level in
+ * or after it, so a key's level lies in [lut[b], lut[b + 1]]. */
+cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
+{
+    const int64_t U = genuine->n_levels;
+    if (U == 0)
+        return cudaSuccess;
+    const uint32_t base = genuine->keys[0], span = genuine->keys[U - 1] - base;
+    int shift = 0;
+    while ((uint64_t(span) >> shift) + 1 > (uint64_t(1) << kLutBits))
+        shift++;
+    const int64_t n_buckets = int64_t(uint64_t(span) >> shift) + 1;
+    std::vector<uint32_t> lut(n_buckets + 1);
+    int64_t level = 0;
+    for (int64_t b = 0; b <= n_buckets; b++) {
+        const uint64_t bucket_start = uint64_t(base) + (uint64_t(b) << shift);
+        while (level < U && genuine->keys[level] < bucket_start)
+            level++;
+        lut[b] = uint32_t(level);
+    }
+    ev->lut_base = base;
+    ev->lut_shift = shift;
+    EXT_CUDA_TRY(ev->arena.alloc(ev->levels, U));
+    EXT_CUDA_TRY(ev->arena.alloc(ev->lut, lut.size()));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.ptr, genuine->keys, U * sizeof(uint32_t),
+                                 cudaMemcpyHostToDevice, ev->stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->lut.ptr, lut.data(), lut.size() * sizeof(uint32_t),
+                                 cudaMemcpyHostToDevice, ev->stream));
+    return cudaStreamSynchronize(ev->stream); /* the host vector goes out of scope */
+}
+
+PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
+{
+    PassParams p{};
+    p.n_gallery = ev->n_gallery;
+    p.row_begin = row_begin;
+    p.row_end = row_end;
+    p.same_set = ev->same_set;
+    p.levels = ev->levels.ptr;
+    p.n_levels = ev->n_levels;
+    p.lut = ev->lut.ptr;
+    p.lut_base = ev->lut_base;
+    p.lut_shift = ev->lut_shift;
+    p.at = ev->at.ptr;
+    p.gap = ev->gap.ptr;
+    p.gap_min = ev->gap_min.ptr;
+    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= kSharedCounters;
+    p.edges = ev->edges.ptr;
+    p.n_bins = ev->n_bins;
+    p.lo32 = ev->lo32;
+    p.span32 = ev->span32;
+    p.n32 = ev->n32;
+    p.bins = ev->bins.ptr;
+    p.shared_bins = size_t(ev->n_bins + 2) * sizeof(uint32_t) <= kSharedCounters;
+    p.keys = keys;
+    p.totals = ev->totals.ptr;
+    p.block_top_key = ev->block_top_key.ptr;
+    p.block_top_count = ev->block_top_count.ptr;
+    return p;
+}
+
+/* Launches one pass over rows [row_begin, row_end) with a persistent grid. */
+template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p,
+                                             const float *feat_q, const float *feat_g)
+{
+    const size_t shared = shared_bytes(kMode, p);
+    const void *func = ev->score ? reinterpret_cast<const void *>(score_pass_kernel<kMode>)
+                                 : reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
+    if (shared > 48 * 1024)
+        EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(shared)));
+    int per_sm = 0;
+    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, kThreads, shared));
+    const int blocks = std::min(ev->pass_blocks, ext_sm_count() * std::max(per_sm, 1));
+    if (ev->score)
+        score_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(ev->score, p);
+    else
+        feature_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(feat_q, feat_g,
+                                                                             ev->dim, p);
+    EXT_CUDA_TRY(cudaGetLastError());
+    if (kMode == kExact) {
+        merge_top_kernel<<<1, 1, 0, ev->stream>>>(ev->block_top_key.ptr,
+                                                   ev->block_top_count.ptr, blocks,
+                                                   ev->top_key.ptr, ev->top_count.ptr);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    return cudaSuccess;
+}
+
+/* Curve mode: the rows' keys, sorted and run-length encoded, merged into the
+ * distinct keys so far (concatenate, sort by key, add equal keys' counts). */
+cudaError_t merge_keys(roc_eval_cuda *ev, DeviceArray<uint32_t> &keys, int64_t n)
+{
+    Arena &arena = ev->arena;
+    cudaStream_t stream = ev->stream;
+    DeviceArray<uint32_t> sorted, cat_keys, cat_sorted;
+    DeviceArray<unsigned long long> cat_counts, cat_counts_sorted;
+    DeviceArray<int64_t> n_runs;
+    EXT_CUDA_TRY(arena.alloc(sorted, n));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.ptr, sorted.ptr, n, 0, 32, stream);
+    }));
+    arena.release(keys);
+    const int64_t total = ev->n_acc + n;
+    EXT_CUDA_TRY(arena.alloc(cat_keys, total));
+    EXT_CUDA_TRY(arena.alloc(cat_counts, total));
+    EXT_CUDA_TRY(arena.alloc(n_runs, 1));
+    /* the new keys' runs go after the distinct keys so far */
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.ptr, cat_keys.ptr + ev->n_acc,
+                                                  cat_counts.ptr + ev->n_acc, n_runs.ptr, n,
+                                                  stream);
+    }));
+    arena.release(sorted);
+    int64_t new_runs = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&new_runs, n_runs.ptr, sizeof new_runs, cudaMemcpyDeviceToHost,
+                                 stream));
+    if (ev->n_acc) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.ptr, ev->acc_keys.ptr, ev->n_acc * sizeof(uint32_t),
+                                     cudaMemcpyDeviceToDevice, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.ptr, ev->acc_counts.ptr,
+                                     ev->n_acc * sizeof(unsigned long long),
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    arena.release(ev->acc_keys);
+    arena.release(ev->acc_counts);
+    const int64_t n_cat = ev->n_acc + new_runs;
+    EXT_CUDA_TRY(arena.alloc(cat_sorted, n_cat));
+    EXT_CUDA_TRY(arena.alloc(cat_counts_sorted, n_cat));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortPairs(tmp, bytes, cat_keys.ptr, cat_sorted.ptr,
+                                               cat_counts.ptr, cat_counts_sorted.ptr, n_cat, 0, 32,
+                                               stream);
+    }));
+    arena.release(cat_keys);
+    arena.release(cat_counts);
+    EXT_CUDA_TRY(arena.alloc(ev->acc_keys, n_cat));
+    EXT_CUDA_TRY(arena.alloc(ev->acc_counts, n_cat));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.ptr, ev->acc_keys.ptr,
+                                              cat_counts_sorted.ptr, ev->acc_counts.ptr,
+                                              n_runs.ptr, cuda::std::plus<>{}, n_cat, stream);
+    }));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->n_acc, n_runs.ptr, sizeof ev->n_acc, cudaMemcpyDeviceToHost,
+                                 stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    arena.release(cat_sorted);
+    arena.release(cat_counts_sorted);
+    arena.release(n_runs);
+    return cudaSuccess;
+}
+
+cudaError_t create(roc_eval_cuda *ev, const roc_eval_cuda_setup *s, roc_genuine_levels *genuine,
+                   roc_totals *totals, int *bad_code)
+{
+    Arena &arena = ev->arena;
+    if (s->feat_q && s->similarity == ROC_COSINE) {
+        EXT_CUDA_TRY(arena.alloc(ev->norm_q, s->n_query * s->dim));
+        normalize_kernel<<<grid_for(s->n_query), kThreads, 0, ev->stream>>>(s->feat_q, s->n_query,
+                                                                              s->dim, ev->norm_q.ptr);
+        ev->feat_q = ev->norm_q.ptr;
+        ev->feat_g = ev->norm_q.ptr;
+        if (!s->same_set) {
+            EXT_CUDA_TRY(arena.alloc(ev->norm_g, s->n_gallery * s->dim));
+            normalize_kernel<<<grid_for(s->n_gallery), kThreads, 0, ev->stream>>>(
+                s->feat_g, s->n_gallery, s->dim, ev->norm_g.ptr);
+            ev->feat_g = ev->norm_g.ptr;
+        }
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    EXT_CUDA_TRY(find_genuine(ev, s, genuine, totals, bad_code));
+    if (*bad_code)
+        return cudaSuccess;
+    EXT_CUDA_TRY(arena.alloc(ev->totals, 2));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.ptr, 0, 2 * sizeof(unsigned long long), ev->stream));
+    ev->pass_blocks = ext_sm_count() * 8;
+    if (s->mode == kExact) {
+        const int64_t U = ev->n_levels;
+        EXT_CUDA_TRY(upload_levels(ev, genuine));
+        EXT_CUDA_TRY(arena.alloc(ev->at, U + 1));
+        EXT_CUDA_TRY(arena.alloc(ev->gap, U + 1));
+        EXT_CUDA_TRY(arena.alloc(ev->gap_min, U + 1));
+        EXT_CUDA_TRY(arena.alloc(ev->top_key, 1));
+        EXT_CUDA_TRY(arena.alloc(ev->top_count, 1));
+        EXT_CUDA_TRY(arena.alloc(ev->block_top_key, ev->pass_blocks));
+        EXT_CUDA_TRY(arena.alloc(ev->block_top_count, ev->pass_blocks));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->at.ptr, 0, (U + 1) * sizeof(unsigned long long),
+                                     ev->stream));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->gap.ptr, 0, (U + 1) * sizeof(unsigned long long),
+                                     ev->stream));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.ptr, 0xff, (U + 1) * sizeof(uint32_t),
+                                     ev->stream));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.ptr, 0, sizeof(uint32_t), ev->stream));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.ptr, 0, sizeof(unsigned long long),
+                                     ev->stream));
+    } else if (s->mode == kBinned) {
+        const roc_binned_counts *b = s->binned;
+        ev->n_bins = b->n_bins;
+        ev->lo32 = b->lo32;
+        ev->span32 = b->span32;
+        ev->n32 = b->n32;
+        EXT_CUDA_TRY(arena.alloc(ev->edges, b->n_bins + 1));
+        EXT_CUDA_TRY(arena.alloc(ev->bins, b->n_bins + 2));
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->edges.ptr, b->edges, (b->n_bins + 1) * sizeof(float),
+                                     cudaMemcpyHostToDevice, ev->stream));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.ptr, 0, (b->n_bins + 2) * sizeof(unsigned long long),
+                                     ev->stream));
+    }
+    return cudaStreamSynchronize(ev->stream);
+}
+
+} // namespace
+
+// ----------------------------------------------------------------------------
+// launchers
+
+extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_eval_cuda_setup *setup,
+                                    roc_genuine_levels *genuine, roc_totals *totals,
+                                    int *bad_code)
+{
+    *out = nullptr;
+    *bad_code = 0;
+    ExtDeviceGuard guard(setup->device);
+    EXT_CUDA_TRY(guard.error());
+    roc_eval_cuda *ev = new (std::nothrow) roc_eval_cuda;
+    if (!ev)
+        return cudaErrorMemoryAllocation;
+    ev->mode = setup->mode;
+    ev->same_set = setup->same_set;
+    ev->device = setup->device;
+    ev->stream = static_cast<cudaStream_t>(setup->stream);
+    ev->arena.stream = ev->stream;
+    ev->n_query = setup->n_query;
+    ev->n_gallery = setup->n_gallery;
+    ev->dim = setup->dim;
+    ev->score = setup->score;
+    ev->feat_q = setup->feat_q;
+    ev->feat_g = setup->feat_g;
+    cudaError_t err = create(ev, setup, genuine, totals, bad_code);
+    if (err != cudaSuccess || *bad_code) {
+        roc_eval_cuda_free(ev);
+        return err;
+    }
+    *out = ev;
+    return cudaSuccess;
+}
+
+extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end)
+{
+    ExtDeviceGuard guard(ev->device);
+    EXT_CUDA_TRY(guard.error());
+    if (ev->mode == kExact && ev->n_levels == 0)
+        return cudaSuccess; /* no genuine pairs: summarize says so */
+    if (ev->mode == kCurve) {
+        const int64_t n = (row_end - row_begin) * ev->n_gallery;
+        DeviceArray<uint32_t> keys;
+        EXT_CUDA_TRY(ev->arena.alloc(keys, n));
+        EXT_CUDA_TRY(cudaMemsetAsync(keys.ptr, 0, n * sizeof(uint32_t), ev->stream)); /* NO_KEY */
+        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.ptr),
+                                         ev->feat_q, ev->feat_g));
+        return merge_keys(ev, keys, n);
+    }
+    const PassParams p = pass_params(ev, row_begin, row_end, nullptr);
+    if (ev->mode == kExact)
+        return launch_pass<kExact>(ev, p, ev->feat_q, ev->feat_g);
+    return launch_pass<kBinned>(ev, p, ev->feat_q, ev->feat_g);
+}
+
+extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_exact_counts *exact,
+                                   roc_binned_counts *binned, roc_key_counts *keys,
+                                   roc_totals *totals)
+{
+    ExtDeviceGuard guard(ev->device);
+    EXT_CUDA_TRY(guard.error());
+    cudaStream_t stream = ev->stream;
+    unsigned long long host_totals[2] = {0, 0};
+    EXT_CUDA_TRY(cudaMemcpyAsync(host_totals, ev->totals.ptr, sizeof host_totals,
+                                 cudaMemcpyDeviceToHost, stream));
+    const int64_t U = ev->n_levels;
+    if (ev->mode == kExact && U > 0) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at.ptr, U * sizeof(uint64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap, ev->gap.ptr, (U + 1) * sizeof(uint64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap_min, ev->gap_min.ptr, (U + 1) * sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_key, ev->top_key.ptr, sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_count, ev->top_count.ptr, sizeof(uint64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+    } else if (ev->mode == kBinned) {
+        std::vector<unsigned long long> bins(ev->n_bins + 2);
+        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->bins.ptr, bins.size() * sizeof(bins[0]),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+        binned->below = bins[0];
+        for (int64_t b = 0; b < ev->n_bins; b++)
+            binned->all[b] = bins[b + 1];
+        binned->above = bins[ev->n_bins + 1];
+    } else if (ev->mode == kCurve) {
+        free(keys->keys);
+        free(keys->counts);
+        keys->n_keys = 0;
+        keys->keys = static_cast<uint32_t *>(malloc(std::max<int64_t>(ev->n_acc, 1) * 4));
+        keys->counts = static_cast<uint64_t *>(malloc(std::max<int64_t>(ev->n_acc, 1) * 8));
+        if (!keys->keys || !keys->counts)
+            return cudaErrorMemoryAllocation;
+        EXT_CUDA_TRY(cudaMemcpyAsync(keys->keys, ev->acc_keys.ptr, ev->n_acc * sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(keys->counts, ev->acc_counts.ptr, ev->n_acc * sizeof(uint64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+        /* NaN and skipped pairs carried NO_KEY, the lowest key: drop its run */
+        int64_t skip = ev->n_acc > 0 && keys->keys[0] == ROC_NO_KEY ? 1 : 0;
+        memmove(keys->keys, keys->keys + skip, (ev->n_acc - skip) * sizeof(uint32_t));
+        memmove(keys->counts, keys->counts + skip, (ev->n_acc - skip) * sizeof(uint64_t));
+        keys->n_keys = ev->n_acc - skip;
+    }
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    totals->n_pairs = host_totals[0];
+    totals->n_nan = host_totals[1];
+    return cudaSuccess;
+}
+
+extern "C" int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *ev) { return ev->arena.peak; }
+
+extern "C" void roc_eval_cuda_free(roc_eval_cuda *ev)
+{
+    if (!ev)
+        return;
+    {
+        ExtDeviceGuard guard(ev->device);
+        Arena &a = ev->arena;
+        for (DeviceArray<float> *x : {&ev->norm_q, &ev->norm_g, &ev->edges})
+            a.release(*x);
+        for (DeviceArray<uint32_t> *x : {&ev->levels, &ev->lut, &ev->gap_min, &ev->top_key,
+                                         &ev->block_top_key, &ev->acc_keys})
+            a.release(*x);
+        for (DeviceArray<unsigned long long> *x : {&ev->at, &ev->gap, &ev->top_count,
+                                                   &ev->block_top_count, &ev->bins,
+                                                   &ev->acc_counts, &ev->totals})
+            a.release(*x);
+        cudaStreamSynchronize(ev->stream);
+    }
+    delete ev;
+}
+
+extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64_t n_query,
+                                 int64_t n_gallery, int64_t dim, int similarity, float *score,
+                                 int device, void *stream_ptr)
+{
+    if (n_query == 0 || n_gallery == 0)
+        return cudaSuccess;
+    ExtDeviceGuard guard(device);
+    EXT_CUDA_TRY(guard.error());
+    cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+    ExtDeviceBuffer<float> norm_q(stream), norm_g(stream);
+    if (similarity == ROC_COSINE) {
+        EXT_CUDA_TRY(norm_q.allocate(size_t(std::max<int64_t>(n_query * dim, 1))));
+        EXT_CUDA_TRY(norm_g.allocate(size_t(std::max<int64_t>(n_gallery * dim, 1))));
+        normalize_kernel<<<grid_for(n_query), kThreads, 0, stream>>>(feat_q, n_query, dim,
+                                                                      norm_q.get());
+        normalize_kernel<<<grid_for(n_gallery), kThreads, 0, stream>>>(feat_g, n_gallery, dim,
+                                                                        norm_g.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+        feat_q = norm_q.get();
+        feat_g = norm_g.get();
+    }
+    PassParams p{};
+    p.n_gallery = n_gallery;
+    p.row_begin = 0;
+    p.row_end = n_query;
+    p.scores = score;
+    feature_pass_kernel<kStore><<<ext_sm_count() * 4, kThreads, 0, stream>>>(feat_q, feat_g, dim,
+                                                                               p);
+    EXT_CUDA_TRY(cudaGetLastError());
+    return cudaStreamSynchronize(stream);
+}

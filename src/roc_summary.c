@@ -1,0 +1,409 @@
+/*
+ * roc_summary.c: from the counts of a pass (roc_internal.h) to the ROC curve,
+ * AUC, EER and TAR@FAR. Host code; time and memory O(curve points).
+ *
+ * The curve follows sklearn.metrics.roc_curve: thresholds descending, a first
+ * point (0, 0) at threshold +inf, then one point per distinct score where the
+ * step into it differs from the step out of it (drop_intermediate=True keeps
+ * exactly those, plus the first and last scores). A step is the pair (new
+ * impostors, new genuine pairs) that a threshold adds.
+ *
+ *   curve mode   every distinct score is known: the same points as sklearn
+ *   exact mode   between two consecutive genuine scores only impostors lie, a
+ *                horizontal run whose pairs and lowest score are known but not
+ *                how they tie; the run's end point (sklearn keeps it) is here,
+ *                its inner points (sklearn keeps those where tie counts change)
+ *                are not. Where no two impostors tie, that is sklearn's curve;
+ *                always it is the same polyline, with the same AUC and EER.
+ *   binned mode  one point per bin edge
+ *
+ * Everything below the curve is computed from that polyline the same way in
+ * every mode (AUC as an exact integer trapezoid sum, which is Mann-Whitney's
+ * statistic with ties counted half).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_check.h"
+#include "roc_bins.h"
+#include "roc_internal.h"
+
+typedef unsigned __int128 u128;
+
+// ---------------------------------------------------------------------------
+// the curve under construction
+
+typedef struct {
+    int64_t n, capacity;
+    double *thresholds;
+    uint64_t *fps, *tps; /* cumulative impostor and genuine pairs */
+} curve;
+
+static int curve_push(curve *c, double threshold, uint64_t fps, uint64_t tps)
+{
+    if (c->n == c->capacity) {
+        int64_t capacity = c->capacity ? 2 * c->capacity : 1024;
+        double *thresholds = realloc(c->thresholds, (size_t)capacity * sizeof *thresholds);
+        if (thresholds)
+            c->thresholds = thresholds;
+        uint64_t *fps_new = realloc(c->fps, (size_t)capacity * sizeof *fps_new);
+        if (fps_new)
+            c->fps = fps_new;
+        uint64_t *tps_new = realloc(c->tps, (size_t)capacity * sizeof *tps_new);
+        if (tps_new)
+            c->tps = tps_new;
+        if (!thresholds || !fps_new || !tps_new)
+            return ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate %lld curve points",
+                            (long long)capacity);
+        c->capacity = capacity;
+    }
+    c->thresholds[c->n] = threshold;
+    c->fps[c->n] = fps;
+    c->tps[c->n] = tps;
+    c->n++;
+    return EXT_OK;
+}
+
+static void curve_free(curve *c)
+{
+    free(c->thresholds);
+    free(c->fps);
+    free(c->tps);
+}
+
+static int alloc_array(void **out, int64_t n, size_t size)
+{
+    *out = calloc(n > 0 ? (size_t)n : 1, size);
+    return *out ? EXT_OK : ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate %lld values", (long long)n);
+}
+
+// ---------------------------------------------------------------------------
+// metrics of a finished curve (common to every mode)
+
+static int check_totals(uint64_t n_genuine, uint64_t n_impostor)
+{
+    if (n_genuine == 0)
+        return ext_fail(EXT_ERR_VALUE, "roc: there are no genuine pairs (no query shares a "
+                        "label with a gallery entry, or all their scores are NaN); the ROC is "
+                        "undefined");
+    if (n_impostor == 0)
+        return ext_fail(EXT_ERR_VALUE, "roc: there are no impostor pairs (every pair shares its "
+                        "label, or all their scores are NaN); the ROC is undefined");
+    return EXT_OK;
+}
+
+/* TAR at one FAR target under `rule`; the threshold is that of the first
+ * point whose TPR reaches the TAR (the highest threshold that does). */
+static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
+                       double *threshold, uint64_t *false_accepts)
+{
+    const int64_t n = s->n_points;
+    int64_t k = 0;
+    double value;
+    if (rule == ROC_FAR_NEAREST) {
+        double best = INFINITY;
+        for (int64_t i = 0; i < n; i++)
+            if (fabs(s->fpr[i] - far) < best) {
+                best = fabs(s->fpr[i] - far);
+                k = i;
+            }
+        value = s->tpr[k];
+    } else if (rule == ROC_FAR_FIRST_ABOVE) {
+        while (k < n - 1 && s->fpr[k] < far)
+            k++;
+        value = s->tpr[k];
+    } else { /* max_tpr and interpolate: the last point with fpr <= far */
+        while (k < n - 1 && s->fpr[k + 1] <= far)
+            k++;
+        value = s->tpr[k];
+        if (rule == ROC_FAR_INTERPOLATE && k < n - 1 && s->fpr[k] < far)
+            value += (s->tpr[k + 1] - s->tpr[k]) * (far - s->fpr[k]) /
+                     (s->fpr[k + 1] - s->fpr[k]);
+    }
+    int64_t first = 0;
+    while (first < n - 1 && s->tpr[first] < value)
+        first++;
+    *tar = value;
+    *threshold = s->thresholds[first];
+    *false_accepts = s->false_accepts[first];
+}
+
+/* Moves the curve into `s` and computes fpr, tpr, AUC, EER and TAR@FAR. */
+static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_nan,
+                  const double *fars, int64_t n_fars, int far_rule, roc_summary *s)
+{
+    int st;
+    s->n_points = c->n;
+    s->thresholds = c->thresholds;
+    s->false_accepts = c->fps;
+    s->true_accepts = c->tps;
+    memset(c, 0, sizeof *c);
+    s->n_genuine = n_genuine;
+    s->n_impostor = n_impostor;
+    s->n_nan = n_nan;
+    if ((st = alloc_array((void **)&s->fpr, s->n_points, sizeof(double))) ||
+        (st = alloc_array((void **)&s->tpr, s->n_points, sizeof(double))))
+        return st;
+    for (int64_t k = 0; k < s->n_points; k++) {
+        s->fpr[k] = (double)s->false_accepts[k] / (double)n_impostor;
+        s->tpr[k] = (double)s->true_accepts[k] / (double)n_genuine;
+    }
+
+    /* AUC: the trapezoid sum, exact in integers, over 2 P N */
+    u128 area = 0;
+    for (int64_t k = 1; k < s->n_points; k++)
+        area += (u128)(s->false_accepts[k] - s->false_accepts[k - 1]) *
+                (u128)(s->true_accepts[k] + s->true_accepts[k - 1]);
+    s->auc = (double)((long double)area / ((long double)2 * n_genuine * n_impostor));
+
+    /* EER: where the polyline crosses FPR = FNR; the first point with FPR >= FNR,
+     * found in integers (fps P >= (P - tps) N), and linear interpolation */
+    int64_t k = 1;
+    while (k < s->n_points - 1 &&
+           (u128)s->false_accepts[k] * n_genuine < (u128)(n_genuine - s->true_accepts[k]) * n_impostor)
+        k++;
+    double d0 = (1.0 - s->tpr[k - 1]) - s->fpr[k - 1], d1 = (1.0 - s->tpr[k]) - s->fpr[k];
+    double t = d0 - d1 > 0 ? d0 / (d0 - d1) : 1.0;
+    s->eer = s->fpr[k - 1] + t * (s->fpr[k] - s->fpr[k - 1]);
+    s->eer_threshold = s->thresholds[k];
+
+    s->n_fars = n_fars;
+    if ((st = alloc_array((void **)&s->far, n_fars, sizeof(double))) ||
+        (st = alloc_array((void **)&s->tar, n_fars, sizeof(double))) ||
+        (st = alloc_array((void **)&s->far_threshold, n_fars, sizeof(double))) ||
+        (st = alloc_array((void **)&s->far_false_accepts, n_fars, sizeof(uint64_t))))
+        return st;
+    for (int64_t i = 0; i < n_fars; i++) {
+        s->far[i] = fars[i];
+        tar_at_far(s, fars[i], far_rule, &s->tar[i], &s->far_threshold[i],
+                   &s->far_false_accepts[i]);
+    }
+    return EXT_OK;
+}
+
+static int check_fars(const double *fars, int64_t n_fars, int far_rule)
+{
+    if (far_rule < ROC_FAR_MAX_TPR || far_rule > ROC_FAR_INTERPOLATE)
+        return ext_fail(EXT_ERR_VALUE, "roc: unknown far_rule %d", far_rule);
+    for (int64_t i = 0; i < n_fars; i++)
+        if (!(fars[i] >= 0.0 && fars[i] <= 1.0))
+            return ext_fail(EXT_ERR_VALUE, "roc: fars must lie in [0, 1], got %g", fars[i]);
+    return EXT_OK;
+}
+
+// ---------------------------------------------------------------------------
+// exact mode
+
+int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                        const roc_totals *totals, const double *fars, int64_t n_fars,
+                        int far_rule, roc_summary *out)
+{
+    const int64_t U = genuine->n_levels;
+    const uint32_t *g = genuine->keys;
+    const uint64_t *gen = genuine->counts, *at = counts->at, *gap = counts->gap;
+    uint64_t n_impostor = 0;
+    int st;
+    for (int64_t u = 0; u < U; u++)
+        n_impostor += at[u] - gen[u];
+    for (int64_t p = 0; p <= U; p++)
+        n_impostor += gap[p];
+    if ((st = check_fars(fars, n_fars, far_rule)) || (st = check_totals(totals->n_genuine,
+                                                                          n_impostor)))
+        return st;
+
+    curve c = {0};
+    uint64_t fps = 0, tps = 0;
+    if ((st = curve_push(&c, INFINITY, 0, 0)))
+        goto fail;
+    if (gap[U] > 0) { /* impostors above every genuine score: the top score comes first */
+        if ((st = curve_push(&c, roc_key_score(counts->top_key), counts->top_count, 0)))
+            goto fail;
+        fps = gap[U];
+        if (counts->gap_min[U] != counts->top_key &&
+            (st = curve_push(&c, roc_key_score(counts->gap_min[U]), fps, 0)))
+            goto fail;
+    }
+    for (int64_t u = U - 1; u >= 0; u--) {
+        const uint64_t imp = at[u] - gen[u];
+        fps += imp;
+        tps += gen[u];
+        /* kept unless the next score adds the very same step; a gap below it
+         * adds impostors only, which is never this step (it adds genuine pairs) */
+        int keep = gap[u] > 0 || u == 0 || (u == U - 1 && gap[U] == 0) ||
+                   imp != at[u - 1] - gen[u - 1] || gen[u] != gen[u - 1];
+        if (keep && (st = curve_push(&c, roc_key_score(g[u]), fps, tps)))
+            goto fail;
+        if (gap[u] > 0) {
+            fps += gap[u];
+            if ((st = curve_push(&c, roc_key_score(counts->gap_min[u]), fps, tps)))
+                goto fail;
+        }
+    }
+    out->mode = ROC_MODE_EXACT;
+    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, fars, n_fars, far_rule,
+                     out)))
+        goto fail;
+
+    out->n_levels = U;
+    if ((st = alloc_array((void **)&out->level_scores, U, sizeof(double))) ||
+        (st = alloc_array((void **)&out->genuine_counts, U, sizeof(uint64_t))) ||
+        (st = alloc_array((void **)&out->impostor_counts, U, sizeof(uint64_t))) ||
+        (st = alloc_array((void **)&out->impostor_between, U + 1, sizeof(uint64_t))) ||
+        (st = alloc_array((void **)&out->impostor_between_min, U + 1, sizeof(double))))
+        goto fail;
+    for (int64_t u = 0; u < U; u++) {
+        out->level_scores[u] = roc_key_score(g[u]);
+        out->genuine_counts[u] = gen[u];
+        out->impostor_counts[u] = at[u] - gen[u];
+    }
+    for (int64_t p = 0; p <= U; p++) {
+        out->impostor_between[p] = gap[p];
+        out->impostor_between_min[p] = gap[p] ? roc_key_score(counts->gap_min[p]) : NAN;
+    }
+    return EXT_OK;
+fail:
+    curve_free(&c);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// curve mode (scikit-learn's points)
+
+int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts *counts,
+                        const roc_totals *totals, const double *fars, int64_t n_fars,
+                        int far_rule, roc_summary *out)
+{
+    const int64_t n = counts->n_keys;
+    uint64_t n_all = 0;
+    int st;
+    for (int64_t i = 0; i < n; i++)
+        n_all += counts->counts[i];
+    if ((st = check_fars(fars, n_fars, far_rule)) ||
+        (st = check_totals(totals->n_genuine, n_all - totals->n_genuine)))
+        return st;
+
+    /* the step each distinct key adds, walking down from the highest; the
+     * genuine levels are a subset of the keys */
+    curve c = {0};
+    uint64_t fps = 0, tps = 0;
+    int64_t u = genuine->n_levels - 1;
+    uint64_t imp = 0, gen = 0, next_imp = 0, next_gen = 0;
+    if ((st = curve_push(&c, INFINITY, 0, 0)))
+        goto fail;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        if (i == n - 1) { /* the first step, then one step of lookahead */
+            gen = u >= 0 && genuine->keys[u] == counts->keys[i] ? genuine->counts[u--] : 0;
+            imp = counts->counts[i] - gen;
+        } else {
+            imp = next_imp;
+            gen = next_gen;
+        }
+        if (i > 0) {
+            next_gen = u >= 0 && genuine->keys[u] == counts->keys[i - 1] ? genuine->counts[u--] : 0;
+            next_imp = counts->counts[i - 1] - next_gen;
+        }
+        fps += imp;
+        tps += gen;
+        if ((i == n - 1 || i == 0 || imp != next_imp || gen != next_gen) &&
+            (st = curve_push(&c, roc_key_score(counts->keys[i]), fps, tps)))
+            goto fail;
+    }
+    out->mode = ROC_MODE_CURVE;
+    if ((st = finish(&c, totals->n_genuine, n_all - totals->n_genuine, totals->n_nan, fars,
+                     n_fars, far_rule, out)))
+        goto fail;
+    return EXT_OK;
+fail:
+    curve_free(&c);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// binned mode
+
+int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_counts *counts,
+                         const roc_totals *totals, const double *fars, int64_t n_fars,
+                         int far_rule, roc_summary *out)
+{
+    const int64_t n = counts->n_bins;
+    const float *edges = counts->edges;
+    int st;
+    if ((st = check_fars(fars, n_fars, far_rule)))
+        return st;
+    out->mode = ROC_MODE_BINNED;
+    out->n_levels = n;
+    if ((st = alloc_array((void **)&out->level_scores, n + 1, sizeof(double))) ||
+        (st = alloc_array((void **)&out->genuine_counts, n, sizeof(uint64_t))) ||
+        (st = alloc_array((void **)&out->impostor_counts, n, sizeof(uint64_t))))
+        return st;
+
+    /* genuine pairs per bin, from their scores; impostors are the rest */
+    uint64_t gen_below = 0, gen_above = 0;
+    for (int64_t u = 0; u < genuine->n_levels; u++) {
+        int64_t bin = roc_uniform_bin(roc_key_score(genuine->keys[u]), edges, n, counts->lo32,
+                                      counts->span32, counts->n32);
+        if (bin < 0)
+            gen_below += genuine->counts[u];
+        else if (bin >= n)
+            gen_above += genuine->counts[u];
+        else
+            out->genuine_counts[bin] += genuine->counts[u];
+    }
+    uint64_t n_impostor = (counts->below - gen_below) + (counts->above - gen_above);
+    for (int64_t b = 0; b < n; b++) {
+        out->impostor_counts[b] = counts->all[b] - out->genuine_counts[b];
+        n_impostor += out->impostor_counts[b];
+    }
+    for (int64_t b = 0; b <= n; b++)
+        out->level_scores[b] = edges[b];
+    out->genuine_below = gen_below;
+    out->genuine_above = gen_above;
+    out->impostor_below = counts->below - gen_below;
+    out->impostor_above = counts->above - gen_above;
+    if ((st = check_totals(totals->n_genuine, n_impostor)))
+        return st;
+
+    curve c = {0};
+    uint64_t fps = out->impostor_above, tps = gen_above;
+    if ((st = curve_push(&c, INFINITY, 0, 0)) ||
+        (st = curve_push(&c, nextafterf(edges[n], INFINITY), fps, tps)))
+        goto fail;
+    for (int64_t b = n - 1; b >= 0; b--) {
+        fps += out->impostor_counts[b];
+        tps += out->genuine_counts[b];
+        if ((st = curve_push(&c, edges[b], fps, tps)))
+            goto fail;
+    }
+    if ((st = curve_push(&c, -INFINITY, fps + out->impostor_below, tps + gen_below)))
+        goto fail;
+    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, fars, n_fars, far_rule,
+                     out)))
+        goto fail;
+    return EXT_OK;
+fail:
+    curve_free(&c);
+    return st;
+}
+
+void roc_summary_free(roc_summary *s)
+{
+    if (s == NULL)
+        return;
+    free(s->fpr);
+    free(s->tpr);
+    free(s->thresholds);
+    free(s->false_accepts);
+    free(s->true_accepts);
+    free(s->far);
+    free(s->tar);
+    free(s->far_threshold);
+    free(s->far_false_accepts);
+    free(s->level_scores);
+    free(s->genuine_counts);
+    free(s->impostor_counts);
+    free(s->impostor_between);
+    free(s->impostor_between_min);
+    free(s);
+}
