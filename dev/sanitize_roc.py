@@ -39,13 +39,11 @@ def legacy_cases(generator):
 
 def evaluator_cases(generator):
     ran = 0
-    for n_query, n_gallery, dim, n_ids in ((1, 2, 1, 1), (37, 129, 7, 5), (130, 260, 33, 40),
+    for n_query, n_gallery, dim, n_ids in ((1, 2, 1, 2), (37, 129, 7, 5), (130, 260, 33, 40),
                                           (2000, 2000, 8, 100)):
         labels_q = torch.randint(0, n_ids, (n_query,), device="cuda", generator=generator)
         labels_g = torch.randint(0, n_ids, (n_gallery,), device="cuda", generator=generator)
-        labels_g[0] = labels_q[0]
-        if n_query > 1:
-            labels_g[1] = labels_q[0] + 1  # an impostor too
+        labels_q[0], labels_g[0], labels_g[1] = 0, 0, 1  # a genuine pair and an impostor
         feat_q = torch.randn(n_query, dim, device="cuda", generator=generator)
         feat_g = torch.randn(n_gallery, dim, device="cuda", generator=generator)
         score = roc.pair_scores(feat_q, feat_g)
@@ -57,8 +55,8 @@ def evaluator_cases(generator):
             if n_query * n_gallery <= 40000:
                 roc.roc_curve(labels_q, labels_g, chunk=5000, **source)
                 ran += 1
-        labels = torch.cat([labels_q, labels_q])
-        feats = torch.cat([feat_q, feat_q + 0.1])
+        labels = torch.cat([labels_q, labels_q, labels_q + 1])
+        feats = torch.cat([feat_q, feat_q + 0.1, feat_q - 0.1])
         for mode in ("exact", "binned"):
             roc.evaluate(labels, None, feat_q=feats, same_set=True, mode=mode)
             ran += 1

@@ -505,7 +505,7 @@ def test_gpu_ten_billion_pairs_from_features():
     centres = torch.nn.functional.normalize(
         torch.randn(n_ids, dim, device="cuda", generator=generator), dim=1)
     labels_q = torch.arange(n_query, device="cuda") % n_ids
-    labels_g = torch.randint(0, 4 * n_ids, (n_gallery,), device="cuda", generator=generator)
+    labels_g = torch.randint(n_ids, 4 * n_ids, (n_gallery,), device="cuda", generator=generator)
     labels_g[:n_ids] = torch.arange(n_ids, device="cuda")  # one genuine match per query
     feat_q = centres[labels_q] + 0.8 * torch.randn(n_query, dim, device="cuda",
                                                   generator=generator) / dim ** 0.5

@@ -20,14 +20,18 @@
     } while (0)
 
 /* Makes `device` current for the launcher's lifetime. The module links its own
- * (static) CUDA runtime, whose current device is not PyTorch's. */
+ * (static) CUDA runtime, whose current device is not PyTorch's. It also
+ * clears an error an earlier call left behind (a bad device ordinal, say), so
+ * that the launcher's own cudaGetLastError() reports only its own launches. */
 class ExtDeviceGuard {
   public:
     explicit ExtDeviceGuard(int device)
     {
+        cudaGetLastError();
         if (cudaGetDevice(&previous_) != cudaSuccess)
             previous_ = -1;
         error_ = cudaSetDevice(device);
+        cudaGetLastError();
     }
     ~ExtDeviceGuard()
     {
