@@ -57,7 +57,7 @@ else
 endif
 C_SOURCES := $(wildcard src/*.c src/*.h)
 
-.PHONY: all build demo test test-gpu clean distclean help venv
+.PHONY: all build demo test test-gpu bench clean distclean help venv
 
 all: build
 
@@ -108,6 +108,14 @@ test: build
 test-gpu: build
 	$(PY) -m pytest -q -m gpu --require-gpu tests $(PYTEST_ARGS)
 
+# Benchmarks on the GPU: the ROC evaluators beside their peers -> BENCHMARKS.md
+bench: build build/libroc_blog.so
+	$(PY) scripts/bench_roc.py --markdown BENCHMARKS.md
+
+# the blog's 2018 kernel, the peer of bench_roc.py (kept apart from the library)
+build/libroc_blog.so: dev/cuda/roc_blog.cu | build/
+	$(NVCC) -O3 -shared -Xcompiler -fPIC $(GENCODE) $< -o $@
+
 clean:
 	rm -rf build _ext/*/_*.so _ext/*/_*.c _ext/*/_*.o roc_demo.png
 	find . -name __pycache__ -prune -exec rm -rf {} +
@@ -121,6 +129,7 @@ help:
 	@echo "  make demo       roc11.py on the embedded data set -> roc_demo.png"
 	@echo "  make test       test suite (GPU tests skip without a GPU)"
 	@echo "  make test-gpu   GPU tests only (needs a GPU)"
+	@echo "  make bench      benchmarks beside the peers on the GPU -> BENCHMARKS.md"
 	@echo "  make clean      remove build outputs and generated modules"
 	@echo "  make distclean  clean, and remove .venv"
 	@echo "variables:"

@@ -60,26 +60,25 @@ ROC_HD float roc_key_score(uint32_t key)
 
 /*
  * Binned mode: uniform bins as numpy.histogram(score, bins=n, range=(lo, hi))
- * makes them for float32 scores. edges[0..n] are float32(linspace(lo, hi,
- * n + 1)), lo32 = float32(lo), span32 = float32(hi - lo), n32 = float32(n).
- * NumPy estimates the bin in float32 arithmetic and then corrects it against
- * the edges; the same steps here give the same bin for every score. Returns
- * -1 below edges[0], n above edges[n] (NumPy drops both), else the bin; the
- * last bin includes edges[n]. NaN is the caller's to skip.
+ * makes them for float32 scores: edges[0..n] = float32(linspace(lo, hi, n + 1)),
+ * bin b holds edges[b] <= score < edges[b + 1], the last bin also edges[n].
+ * An estimate from scale32 = float32(n / (hi - lo)) is corrected against the
+ * edges, so the bin is the one whose edges hold the score, which is NumPy's
+ * answer (NumPy corrects its own estimate the same way). Returns -1 below
+ * edges[0], n above edges[n] (NumPy drops both). NaN is the caller's to skip.
  */
 ROC_HD int64_t roc_uniform_bin(float score, const float *edges, int64_t n, float lo32,
-                               float span32, float n32)
+                               float scale32)
 {
     if (score < edges[0])
         return -1;
     if (score > edges[n])
         return n;
-    int64_t bin = (int64_t)((score - lo32) / span32 * n32);
-    if (bin >= n)
-        bin = n - 1;
-    if (score < edges[bin])
+    float estimate = (score - lo32) * scale32;
+    int64_t bin = estimate < (float)n ? (int64_t)estimate : n - 1;
+    while (bin > 0 && score < edges[bin])
         bin--;
-    if (bin != n - 1 && score >= edges[bin + 1])
+    while (bin < n - 1 && score >= edges[bin + 1])
         bin++;
     return bin;
 }

@@ -70,8 +70,7 @@ static void uniform_edges(roc_binned_counts *b, double lo, double hi)
         b->edges[i] = (float)((double)i * step + lo);
     b->edges[n] = (float)hi;
     b->lo32 = (float)lo;
-    b->span32 = (float)(hi - lo);
-    b->n32 = (float)n;
+    b->scale32 = (float)((double)n / (hi - lo));
 }
 
 /* LSD radix sort of n keys, 11 bits a pass; tmp holds n keys. */
@@ -314,7 +313,7 @@ static inline void count_pair(const roc_eval *ev, local_counts *local, float s,
     }
     if (ev->config.mode == ROC_MODE_BINNED) {
         const roc_binned_counts *b = &ev->binned;
-        local->bins[roc_uniform_bin(s, b->edges, b->n_bins, b->lo32, b->span32, b->n32) + 1]++;
+        local->bins[roc_uniform_bin(s, b->edges, b->n_bins, b->lo32, b->scale32) + 1]++;
         return;
     }
     const uint32_t key = roc_score_key(s);

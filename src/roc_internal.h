@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
     int64_t n_bins;
     float *edges;        /* n_bins + 1 */
-    float lo32, span32, n32;
+    float lo32, scale32;
     uint64_t *all;       /* n_bins */
     uint64_t below, above;
 } roc_binned_counts;

@@ -343,7 +343,7 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
     uint64_t gen_below = 0, gen_above = 0;
     for (int64_t u = 0; u < genuine->n_levels; u++) {
         int64_t bin = roc_uniform_bin(roc_key_score(genuine->keys[u]), edges, n, counts->lo32,
-                                      counts->span32, counts->n32);
+                                      counts->scale32);
         if (bin < 0)
             gen_below += genuine->counts[u];
         else if (bin >= n)

@@ -9,8 +9,8 @@
  * builds a lookup table over them.
  *
  * The counting pass reads the score matrix (warps over row segments) or
- * computes it tile by tile from the features (fp32 FMA, k in order, never
- * stored) and hands every pair to a Counter: exact (the level or gap between
+ * computes it tile by tile from the features (roc_gemm.cuh: fp32 FMA, k in
+ * order, never stored) and hands every pair to a Counter: exact (the level or gap between
  * genuine keys: lookup table, then a short binary search), binned (numpy's
  * uniform bins) or curve (the pair's key into a buffer that CUB sorts and
  * merges into the distinct keys so far). Counters are private to a block in
@@ -25,6 +25,7 @@
 
 #include "../roc_bins.h"
 #include "ext_cuda.cuh"
+#include "roc_gemm.cuh"
 #include "roc_kernel.h"
 
 namespace {
@@ -34,7 +35,12 @@ enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3 };
 constexpr int kThreads = 256;
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kLutBits = 16;              /* lookup table: at most 2^16 buckets */
-constexpr size_t kSharedCounters = 96 * 1024;  /* bytes of private counters a block may use */
+constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
+constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
+/* Private counters a block may keep in shared memory: the feature pass leaves
+ * room for two blocks per multiprocessor beside their tiles. */
+constexpr size_t kSharedCountersScore = 96 * 1024;
+constexpr size_t kSharedCountersFeature = 56 * 1024;
 
 // ----------------------------------------------------------------------------
 // device memory, with the evaluator's peak recorded
@@ -103,7 +109,7 @@ struct PassParams {
     /* binned */
     const float *edges;
     int64_t n_bins;
-    float lo32, span32, n32;
+    float lo32, scale32;
     unsigned long long *bins; /* below, n_bins bins, above */
     int shared_bins;
     /* curve: one key per pair of the rows; store: one score per pair */
@@ -116,14 +122,15 @@ struct PassParams {
 };
 
 /* Index of the first genuine level >= key (0 .. n_levels), and whether it
- * equals key. */
-__device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t key, bool &at)
+ * equals key; lowest and highest are the first and last levels. */
+__device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t lowest,
+                                              uint32_t highest, uint32_t key, bool &at)
 {
     const uint32_t *levels = p.levels;
     at = false;
-    if (key < __ldg(levels))
+    if (key < lowest)
         return 0;
-    if (key > __ldg(levels + p.n_levels - 1))
+    if (key > highest)
         return p.n_levels;
     const uint32_t bucket = (key - p.lut_base) >> p.lut_shift;
     int64_t lo = __ldg(p.lut + bucket), hi = __ldg(p.lut + bucket + 1);
@@ -138,8 +145,8 @@ __device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t key,
     return lo;
 }
 
-/* Bytes of dynamic shared memory a pass of `mode` uses for private counters. */
-size_t shared_bytes(int mode, const PassParams &p)
+/* Bytes of private counters a pass of `mode` keeps in shared memory. */
+size_t counter_bytes(int mode, const PassParams &p)
 {
     if (mode == kExact && p.shared_gaps)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
@@ -153,7 +160,13 @@ size_t shared_bytes(int mode, const PassParams &p)
  * impostors of a row share a few gaps) and flushes it when the gap changes. */
 template <int kMode> class Counter {
   public:
-    __device__ Counter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared) {}
+    __device__ Counter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared)
+    {
+        if (kMode == kExact && p.n_levels > 0) {
+            lowest_ = __ldg(p.levels);
+            highest_ = __ldg(p.levels + p.n_levels - 1);
+        }
+    }
 
     __device__ void begin_block()
     {
@@ -185,8 +198,7 @@ template <int kMode> class Counter {
         if (nan)
             return;
         if (kMode == kBinned) {
-            const int64_t b =
-                roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.span32, p_.n32) + 1;
+            const int64_t b = roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.scale32) + 1;
             if (p_.shared_bins)
                 atomicAdd(&shared_[b], 1u);
             else
@@ -201,7 +213,7 @@ template <int kMode> class Counter {
             top_count_++;
         }
         bool at;
-        const int64_t g = find_level(p_, key, at);
+        const int g = int(find_level(p_, lowest_, highest_, key, at));
         if (at) { /* rare: a pair scored exactly like a genuine level */
             atomicAdd(&p_.at[g], 1ull);
             return;
@@ -305,9 +317,10 @@ template <int kMode> class Counter {
 
     const PassParams &p_;
     uint32_t *shared_;
-    unsigned long long n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
-    uint32_t top_key_ = 0;
-    int64_t run_gap_ = -1;
+    /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
+    unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
+    uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
+    int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
 };
 
@@ -315,7 +328,8 @@ template <int kMode> class Counter {
 // counting passes
 
 /* Warps take work items (row, segment of kSegment columns) of the score
- * matrix; lanes read consecutive columns. */
+ * matrix; lanes read 16-byte vectors of consecutive columns, after peeling
+ * the columns before the segment's first 16-byte boundary. */
 template <int kMode>
 __global__ void __launch_bounds__(kThreads)
     score_pass_kernel(const float *__restrict__ score, const PassParams p)
@@ -334,86 +348,91 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t c1 = c0 + kSegment < p.n_gallery ? c0 + kSegment : p.n_gallery;
         if (p.same_set && c0 < i + 1)
             c0 = i + 1;
+        if (c0 >= c1)
+            continue;
         const float *row = score + i * p.n_gallery;
-        for (int64_t j = c0 + lane; j < c1; j += 32)
-            counter.pair(i, j, __ldg(row + j));
+        const int64_t misaligned = (reinterpret_cast<uintptr_t>(row + c0) / 4) % 4;
+        const int64_t body = c0 + (4 - misaligned) % 4 < c1 ? c0 + (4 - misaligned) % 4 : c1;
+        const int64_t tail = body + (c1 - body) / 4 * 4;
+        if (c0 + lane < body)
+            counter.pair(i, c0 + lane, __ldg(row + c0 + lane));
+        for (int64_t j = body + 4 * lane; j < tail; j += 4 * 32) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(row + j));
+            counter.pair(i, j, v.x);
+            counter.pair(i, j + 1, v.y);
+            counter.pair(i, j + 2, v.z);
+            counter.pair(i, j + 3, v.w);
+        }
+        if (tail + lane < c1)
+            counter.pair(i, tail + lane, __ldg(row + tail + lane));
     }
     counter.end_block();
 }
 
-/*
- * Scores from features, one 128 x 128 tile at a time (persistent blocks),
- * each an fp32 dot product accumulated with fmaf over k in order: thread
- * (ty, tx) holds rows {ty*4 .. +3, 64 + ty*4 .. +3} and the same columns of tx.
- * feat_q is (Q, D) and feat_g (G, D), row-major; the tile's k-slices are
- * stored transposed in shared memory, zero beyond D (adding 0 * 0 leaves a
- * sum unchanged, up to the sign of a zero, which keys ignore).
- */
-constexpr int kTile = 128, kTileK = 8;
+/* The operands of the feature pass: features prepared k-major and padded
+ * (roc_gemm.cuh), A for the queries and B for the gallery (the same for one
+ * set). */
+struct Operands {
+    const float *a, *b;
+    int64_t lda, ldb, k_pad;
+};
 
+/*
+ * Scores from features, one 128 x 128 tile at a time (roc_gemm::tile_product),
+ * counted without being stored. Persistent blocks walk the tiles of rows
+ * [row_begin, row_end) in groups of kGroupRows row tiles, column by column, so
+ * the blocks running together share their gallery tiles in L2.
+ */
 template <int kMode>
-__global__ void __launch_bounds__(kThreads)
-    feature_pass_kernel(const float *__restrict__ feat_q, const float *__restrict__ feat_g,
-                        int64_t dim, const PassParams p)
+__global__ void __launch_bounds__(roc_gemm::kThreads, 2)
+    feature_pass_kernel(const Operands op, const PassParams p)
 {
-    __shared__ float tile_q[kTileK][kTile], tile_g[kTileK][kTile];
-    extern __shared__ uint32_t shared[];
-    Counter<kMode> counter(p, shared);
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    roc_gemm::SharedTiles &tiles = *reinterpret_cast<roc_gemm::SharedTiles *>(shared_bytes);
+    Counter<kMode> counter(p, reinterpret_cast<uint32_t *>(shared_bytes +
+                                                           sizeof(roc_gemm::SharedTiles)));
     counter.begin_block();
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    const int load_row = threadIdx.x / 2, load_k = (threadIdx.x % 2) * 4;
-    const int64_t tiles_m = (p.row_end - p.row_begin + kTile - 1) / kTile;
-    const int64_t tiles_n = (p.n_gallery + kTile - 1) / kTile;
+    const int64_t first_tile = p.row_begin / roc_gemm::kBM;
+    const int64_t tiles_m = (p.row_end - first_tile * roc_gemm::kBM + roc_gemm::kBM - 1) /
+                            roc_gemm::kBM;
+    const int64_t tiles_n = (p.n_gallery + roc_gemm::kBN - 1) / roc_gemm::kBN;
     for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
-        const int64_t m0 = p.row_begin + (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
-        if (p.same_set && n0 + kTile - 1 <= m0)
+        const int64_t group = t / (kGroupRows * tiles_n);
+        const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
+        const int64_t in_group = t - group * kGroupRows * tiles_n;
+        const int64_t m0 = (first_tile + group * kGroupRows + in_group % rows_in_group) *
+                           roc_gemm::kBM;
+        const int64_t n0 = (in_group / rows_in_group) * roc_gemm::kBN;
+        if (p.same_set && n0 + roc_gemm::kBN - 1 <= m0)
             continue; /* every column at or left of every row: below the diagonal */
         float acc[8][8];
+        roc_gemm::tile_product(op.a, op.lda, op.b, op.ldb, m0, n0, op.k_pad, tiles, acc);
+        const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
+                           n0 + roc_gemm::kBN <= p.n_gallery &&
+                           (!p.same_set || n0 >= m0 + roc_gemm::kBM);
+        /* The tile goes through shared memory, 64 rows at a time (warps 0-3 hold
+         * rows 0-63, warps 4-7 the rest): the accumulators are then dead, and
+         * the counting loop is small and reads consecutive columns. */
+        float(*staged)[kStagedStride] = reinterpret_cast<float(*)[kStagedStride]>(shared_bytes);
+        for (int half = 0; half < 2; half++) {
+            if (int(threadIdx.x) / 128 == half) {
 #pragma unroll
-        for (int m = 0; m < 8; m++)
+                for (int i = 0; i < 8; i++)
 #pragma unroll
-            for (int n = 0; n < 8; n++)
-                acc[m][n] = 0.0f;
-        const int64_t qi = m0 + load_row, gj = n0 + load_row;
-        for (int64_t k0 = 0; k0 < dim; k0 += kTileK) {
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int64_t k = k0 + load_k + q;
-                tile_q[load_k + q][load_row] =
-                    qi < p.row_end && k < dim ? __ldg(feat_q + qi * dim + k) : 0.0f;
-                tile_g[load_k + q][load_row] =
-                    gj < p.n_gallery && k < dim ? __ldg(feat_g + gj * dim + k) : 0.0f;
+                    for (int j = 0; j < 8; j += 4)
+                        *reinterpret_cast<float4 *>(
+                            &staged[roc_gemm::tile_row(i) - half * 64][roc_gemm::tile_col(j)]) =
+                            make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
             }
             __syncthreads();
-#pragma unroll
-            for (int k = 0; k < kTileK; k++) {
-                float a[8], b[8];
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    a[r] = tile_q[k][ty * 4 + r];
-                    a[r + 4] = tile_q[k][64 + ty * 4 + r];
-                    b[r] = tile_g[k][tx * 4 + r];
-                    b[r + 4] = tile_g[k][64 + tx * 4 + r];
-                }
-#pragma unroll
-                for (int m = 0; m < 8; m++)
-#pragma unroll
-                    for (int n = 0; n < 8; n++)
-                        acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += roc_gemm::kThreads) {
+                const int64_t row = m0 + half * 64 + e / roc_gemm::kBN;
+                const int64_t col = n0 + e % roc_gemm::kBN;
+                if (whole || (row >= p.row_begin && row < p.row_end && col < p.n_gallery &&
+                              (!p.same_set || col > row)))
+                    counter.pair(row, col, staged[e / roc_gemm::kBN][e % roc_gemm::kBN]);
             }
             __syncthreads();
-        }
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            const int64_t i = m0 + (m < 4 ? ty * 4 + m : 64 + ty * 4 + m - 4);
-            if (i >= p.row_end)
-                continue;
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const int64_t j = n0 + (n < 4 ? tx * 4 + n : 64 + tx * 4 + n - 4);
-                if (j < p.n_gallery && (!p.same_set || j > i))
-                    counter.pair(i, j, acc[m][n]);
-            }
         }
     }
     counter.end_block();
@@ -506,13 +525,13 @@ __global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query,
 }
 
 /* One thread per genuine pair: its key (or NO_KEY for NaN). The dot product is
- * the fmaf chain of feature_pass_kernel, so the two agree bit for bit. */
+ * the fmaf chain of roc_gemm::tile_product over the same prepared operands,
+ * so the two agree bit for bit. */
 __global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_gallery,
                                    const int64_t *start, const int64_t *position,
                                    const int64_t *members, const int64_t *offset, int same_set,
-                                   const float *score, const float *feat_q, const float *feat_g,
-                                   int64_t dim, int64_t n_pairs, uint32_t *keys,
-                                   unsigned long long *n_nan)
+                                   const float *score, const Operands op, int64_t n_pairs,
+                                   uint32_t *keys, unsigned long long *n_nan)
 {
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_pairs;
          t += int64_t(gridDim.x) * blockDim.x) {
@@ -532,8 +551,8 @@ __global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int6
             s = score[i * n_gallery + j];
         } else {
             s = 0.0f;
-            for (int64_t k = 0; k < dim; k++)
-                s = fmaf(feat_q[i * dim + k], feat_g[j * dim + k], s);
+            for (int64_t k = 0; k < op.k_pad; k++)
+                s = fmaf(op.a[k * op.lda + i], op.b[k * op.ldb + j], s);
         }
         if (isnan(s)) {
             keys[t] = ROC_NO_KEY;
@@ -544,9 +563,9 @@ __global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int6
     }
 }
 
-/* Cosine: rows scaled by 1 / sqrt(sum of squares), in float64 with the CPU's
- * IEEE operations (no contraction), rounded to float32. */
-__global__ void normalize_kernel(const float *x, int64_t n, int64_t dim, float *out)
+/* Cosine: 1 / sqrt(sum of squares) of each row, in float64 in index order
+ * with the CPU's IEEE operations (no contraction). */
+__global__ void inverse_norm_kernel(const float *x, int64_t n, int64_t dim, double *inverse)
 {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
@@ -555,9 +574,30 @@ __global__ void normalize_kernel(const float *x, int64_t n, int64_t dim, float *
             const double v = x[i * dim + k];
             sum = __dadd_rn(sum, __dmul_rn(v, v));
         }
-        const double inverse = __ddiv_rn(1.0, __dsqrt_rn(sum));
-        for (int64_t k = 0; k < dim; k++)
-            out[i * dim + k] = float(__dmul_rn(double(x[i * dim + k]), inverse));
+        inverse[i] = __ddiv_rn(1.0, __dsqrt_rn(sum));
+    }
+}
+
+/* out (k_pad, ld), k-major: out[k][i] = x[i][k] (times inverse[i], rounded to
+ * float32, for cosine), zero beyond n rows and dim columns. 32 x 32 blocks go
+ * through shared memory so both the reads and the writes are coalesced. */
+__global__ void prepare_kernel(const float *x, int64_t n, int64_t dim, const double *inverse,
+                               float *out, int64_t ld, int64_t k_pad)
+{
+    __shared__ float block[32][33];
+    const int64_t i0 = int64_t(blockIdx.x) * 32, k0 = int64_t(blockIdx.y) * 32;
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+        const int64_t i = i0 + r, k = k0 + threadIdx.x;
+        float v = 0.0f;
+        if (i < n && k < dim)
+            v = inverse ? float(__dmul_rn(double(x[i * dim + k]), inverse[i])) : x[i * dim + k];
+        block[r][threadIdx.x] = v;
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+        const int64_t k = k0 + r, i = i0 + threadIdx.x;
+        if (k < k_pad && i < ld)
+            out[k * ld + i] = block[threadIdx.x][r];
     }
 }
 
@@ -576,9 +616,10 @@ struct roc_eval_cuda {
     int mode = 0, same_set = 0, device = 0;
     cudaStream_t stream = nullptr;
     int64_t n_query = 0, n_gallery = 0, dim = 0;
-    const float *score = nullptr, *feat_q = nullptr, *feat_g = nullptr;
+    const float *score = nullptr;
     Arena arena;
-    DeviceArray<float> norm_q, norm_g;
+    DeviceArray<float> prepared_q, prepared_g; /* the feature operands (roc_gemm.cuh) */
+    Operands op{};
     /* exact: genuine levels, lookup table, counters */
     int64_t n_levels = 0;
     DeviceArray<uint32_t> levels, lut, gap_min, top_key, block_top_key;
@@ -589,7 +630,7 @@ struct roc_eval_cuda {
     DeviceArray<float> edges;
     DeviceArray<unsigned long long> bins;
     int64_t n_bins = 0;
-    float lo32 = 0, span32 = 0, n32 = 0;
+    float lo32 = 0, scale32 = 0;
     /* curve: the distinct keys so far */
     DeviceArray<uint32_t> acc_keys;
     DeviceArray<unsigned long long> acc_counts;
@@ -661,7 +702,7 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
     EXT_CUDA_TRY(cudaMemsetAsync(nan.ptr, 0, sizeof(unsigned long long), stream));
     genuine_key_kernel<<<grid_for(n_pairs), kThreads, 0, stream>>>(
         s->codes_q, Q, G, start.ptr, position.ptr, members.ptr, offset.ptr, s->same_set,
-        ev->score, ev->feat_q, ev->feat_g, s->dim, n_pairs, keys.ptr, nan.ptr);
+        ev->score, ev->op, n_pairs, keys.ptr, nan.ptr);
     EXT_CUDA_TRY(cudaGetLastError());
     for (DeviceArray<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
         arena.release(*a);
@@ -743,6 +784,7 @@ cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
 {
+    const size_t counters_max = ev->score ? kSharedCountersScore : kSharedCountersFeature;
     PassParams p{};
     p.n_gallery = ev->n_gallery;
     p.row_begin = row_begin;
@@ -756,14 +798,13 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.at = ev->at.ptr;
     p.gap = ev->gap.ptr;
     p.gap_min = ev->gap_min.ptr;
-    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= kSharedCounters;
+    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters_max;
     p.edges = ev->edges.ptr;
     p.n_bins = ev->n_bins;
     p.lo32 = ev->lo32;
-    p.span32 = ev->span32;
-    p.n32 = ev->n32;
+    p.scale32 = ev->scale32;
     p.bins = ev->bins.ptr;
-    p.shared_bins = size_t(ev->n_bins + 2) * sizeof(uint32_t) <= kSharedCounters;
+    p.shared_bins = size_t(ev->n_bins + 2) * sizeof(uint32_t) <= counters_max;
     p.keys = keys;
     p.totals = ev->totals.ptr;
     p.block_top_key = ev->block_top_key.ptr;
@@ -772,10 +813,10 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
 }
 
 /* Launches one pass over rows [row_begin, row_end) with a persistent grid. */
-template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p,
-                                             const float *feat_q, const float *feat_g)
+template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p)
 {
-    const size_t shared = shared_bytes(kMode, p);
+    const size_t shared = counter_bytes(kMode, p) +
+                          (ev->score ? 0 : sizeof(roc_gemm::SharedTiles));
     const void *func = ev->score ? reinterpret_cast<const void *>(score_pass_kernel<kMode>)
                                  : reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
     if (shared > 48 * 1024)
@@ -787,14 +828,57 @@ template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams
     if (ev->score)
         score_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(ev->score, p);
     else
-        feature_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(feat_q, feat_g,
-                                                                             ev->dim, p);
+        feature_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(ev->op, p);
     EXT_CUDA_TRY(cudaGetLastError());
     if (kMode == kExact) {
         merge_top_kernel<<<1, 1, 0, ev->stream>>>(ev->block_top_key.ptr,
                                                    ev->block_top_count.ptr, blocks,
                                                    ev->top_key.ptr, ev->top_count.ptr);
         EXT_CUDA_TRY(cudaGetLastError());
+    }
+    return cudaSuccess;
+}
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+/* features x (n, dim) -> out (k_pad, ld), k-major, zero-padded; scaled to unit
+ * length for cosine. */
+cudaError_t prepare(Arena &arena, const float *x, int64_t n, int64_t dim, bool cosine,
+                    int64_t ld, int64_t k_pad, DeviceArray<float> &out)
+{
+    DeviceArray<double> inverse;
+    if (cosine) {
+        EXT_CUDA_TRY(arena.alloc(inverse, n));
+        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream>>>(x, n, dim, inverse.ptr);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    EXT_CUDA_TRY(arena.alloc(out, k_pad * ld));
+    if (k_pad > 0) {
+        const dim3 grid(unsigned(ld / 32), unsigned((k_pad + 31) / 32));
+        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream>>>(x, n, dim, inverse.ptr, out.ptr,
+                                                               ld, k_pad);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    arena.release(inverse);
+    return cudaSuccess;
+}
+
+/* Both operands of the feature pass (one, shared, for one set). */
+cudaError_t prepare_operands(Arena &arena, const float *feat_q, const float *feat_g,
+                             int64_t n_query, int64_t n_gallery, int64_t dim, int similarity,
+                             int same_set, DeviceArray<float> &prepared_q,
+                             DeviceArray<float> &prepared_g, Operands &op)
+{
+    const bool cosine = similarity == ROC_COSINE;
+    op.k_pad = round_up(dim, roc_gemm::kBK);
+    op.lda = round_up(std::max<int64_t>(n_query, 1), roc_gemm::kBM);
+    op.ldb = round_up(std::max<int64_t>(n_gallery, 1), roc_gemm::kBN);
+    EXT_CUDA_TRY(prepare(arena, feat_q, n_query, dim, cosine, op.lda, op.k_pad, prepared_q));
+    op.a = op.b = prepared_q.ptr;
+    if (!same_set) {
+        EXT_CUDA_TRY(prepare(arena, feat_g, n_gallery, dim, cosine, op.ldb, op.k_pad,
+                             prepared_g));
+        op.b = prepared_g.ptr;
     }
     return cudaSuccess;
 }
@@ -867,20 +951,10 @@ cudaError_t create(roc_eval_cuda *ev, const roc_eval_cuda_setup *s, roc_genuine_
                    roc_totals *totals, int *bad_code)
 {
     Arena &arena = ev->arena;
-    if (s->feat_q && s->similarity == ROC_COSINE) {
-        EXT_CUDA_TRY(arena.alloc(ev->norm_q, s->n_query * s->dim));
-        normalize_kernel<<<grid_for(s->n_query), kThreads, 0, ev->stream>>>(s->feat_q, s->n_query,
-                                                                              s->dim, ev->norm_q.ptr);
-        ev->feat_q = ev->norm_q.ptr;
-        ev->feat_g = ev->norm_q.ptr;
-        if (!s->same_set) {
-            EXT_CUDA_TRY(arena.alloc(ev->norm_g, s->n_gallery * s->dim));
-            normalize_kernel<<<grid_for(s->n_gallery), kThreads, 0, ev->stream>>>(
-                s->feat_g, s->n_gallery, s->dim, ev->norm_g.ptr);
-            ev->feat_g = ev->norm_g.ptr;
-        }
-        EXT_CUDA_TRY(cudaGetLastError());
-    }
+    if (s->feat_q)
+        EXT_CUDA_TRY(prepare_operands(arena, s->feat_q, s->feat_g, s->n_query, s->n_gallery,
+                                      s->dim, s->similarity, s->same_set, ev->prepared_q,
+                                      ev->prepared_g, ev->op));
     EXT_CUDA_TRY(find_genuine(ev, s, genuine, totals, bad_code));
     if (*bad_code)
         return cudaSuccess;
@@ -910,8 +984,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_eval_cuda_setup *s, roc_genuine_
         const roc_binned_counts *b = s->binned;
         ev->n_bins = b->n_bins;
         ev->lo32 = b->lo32;
-        ev->span32 = b->span32;
-        ev->n32 = b->n32;
+        ev->scale32 = b->scale32;
         EXT_CUDA_TRY(arena.alloc(ev->edges, b->n_bins + 1));
         EXT_CUDA_TRY(arena.alloc(ev->bins, b->n_bins + 2));
         EXT_CUDA_TRY(cudaMemcpyAsync(ev->edges.ptr, b->edges, (b->n_bins + 1) * sizeof(float),
@@ -947,8 +1020,6 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_eval_cuda_set
     ev->n_gallery = setup->n_gallery;
     ev->dim = setup->dim;
     ev->score = setup->score;
-    ev->feat_q = setup->feat_q;
-    ev->feat_g = setup->feat_g;
     cudaError_t err = create(ev, setup, genuine, totals, bad_code);
     if (err != cudaSuccess || *bad_code) {
         roc_eval_cuda_free(ev);
@@ -969,14 +1040,13 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, int64_t row_begin, int6
         DeviceArray<uint32_t> keys;
         EXT_CUDA_TRY(ev->arena.alloc(keys, n));
         EXT_CUDA_TRY(cudaMemsetAsync(keys.ptr, 0, n * sizeof(uint32_t), ev->stream)); /* NO_KEY */
-        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.ptr),
-                                         ev->feat_q, ev->feat_g));
+        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.ptr)));
         return merge_keys(ev, keys, n);
     }
     const PassParams p = pass_params(ev, row_begin, row_end, nullptr);
     if (ev->mode == kExact)
-        return launch_pass<kExact>(ev, p, ev->feat_q, ev->feat_g);
-    return launch_pass<kBinned>(ev, p, ev->feat_q, ev->feat_g);
+        return launch_pass<kExact>(ev, p);
+    return launch_pass<kBinned>(ev, p);
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_exact_counts *exact,
@@ -1044,7 +1114,7 @@ extern "C" void roc_eval_cuda_free(roc_eval_cuda *ev)
     {
         ExtDeviceGuard guard(ev->device);
         Arena &a = ev->arena;
-        for (DeviceArray<float> *x : {&ev->norm_q, &ev->norm_g, &ev->edges})
+        for (DeviceArray<float> *x : {&ev->prepared_q, &ev->prepared_g, &ev->edges})
             a.release(*x);
         for (DeviceArray<uint32_t> *x : {&ev->levels, &ev->lut, &ev->gap_min, &ev->top_key,
                                          &ev->block_top_key, &ev->acc_keys})
@@ -1066,26 +1136,30 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
         return cudaSuccess;
     ExtDeviceGuard guard(device);
     EXT_CUDA_TRY(guard.error());
-    cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-    ExtDeviceBuffer<float> norm_q(stream), norm_g(stream);
-    if (similarity == ROC_COSINE) {
-        EXT_CUDA_TRY(norm_q.allocate(size_t(std::max<int64_t>(n_query * dim, 1))));
-        EXT_CUDA_TRY(norm_g.allocate(size_t(std::max<int64_t>(n_gallery * dim, 1))));
-        normalize_kernel<<<grid_for(n_query), kThreads, 0, stream>>>(feat_q, n_query, dim,
-                                                                      norm_q.get());
-        normalize_kernel<<<grid_for(n_gallery), kThreads, 0, stream>>>(feat_g, n_gallery, dim,
-                                                                        norm_g.get());
-        EXT_CUDA_TRY(cudaGetLastError());
-        feat_q = norm_q.get();
-        feat_g = norm_g.get();
+    Arena arena;
+    arena.stream = static_cast<cudaStream_t>(stream_ptr);
+    DeviceArray<float> prepared_q, prepared_g;
+    Operands op{};
+    cudaError_t err = prepare_operands(arena, feat_q, feat_g, n_query, n_gallery, dim,
+                                       similarity, 0, prepared_q, prepared_g, op);
+    if (err == cudaSuccess) {
+        PassParams p{};
+        p.n_gallery = n_gallery;
+        p.row_begin = 0;
+        p.row_end = n_query;
+        p.scores = score;
+        const size_t shared = sizeof(roc_gemm::SharedTiles);
+        err = cudaFuncSetAttribute(feature_pass_kernel<kStore>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+        if (err == cudaSuccess) {
+            feature_pass_kernel<kStore><<<ext_sm_count() * 2, kThreads, shared, arena.stream>>>(
+                op, p);
+            err = cudaGetLastError();
+        }
     }
-    PassParams p{};
-    p.n_gallery = n_gallery;
-    p.row_begin = 0;
-    p.row_end = n_query;
-    p.scores = score;
-    feature_pass_kernel<kStore><<<ext_sm_count() * 4, kThreads, 0, stream>>>(feat_q, feat_g, dim,
-                                                                               p);
-    EXT_CUDA_TRY(cudaGetLastError());
-    return cudaStreamSynchronize(stream);
+    arena.release(prepared_q);
+    arena.release(prepared_g);
+    if (err != cudaSuccess)
+        return err;
+    return cudaStreamSynchronize(arena.stream);
 }

@@ -1,16 +1,19 @@
 /*
  * roc_kernel.cu: the legacy ROC histogram on the GPU (gpu_roc).
  *
- * score is (Q, G), row-major, read once with 16-byte loads where aligned.
- * Each block counts a contiguous range of pairs into two private histograms
- * in shared memory (all pairs, genuine pairs; 32-bit counters, and a block
- * never sees 2^31 pairs), then adds them into 64-bit global counters. A last
- * small kernel adds those counters into the caller's histo tensors, in their
- * dtype. Indexing is 64-bit throughout, so Q x G may exceed 2^31.
+ * score is (Q, G), row-major, read once. Warps take work items (row, segment
+ * of kSegment columns): the row's label is read once, the segment with 16-byte
+ * loads (peeling the few columns before the first 16-byte boundary of the row
+ * and after the last). Each block counts into two private histograms in
+ * shared memory (all pairs, genuine pairs; 32-bit counters: a block never sees
+ * 2^31 pairs), then adds them into 64-bit global counters; a last small kernel
+ * adds those into the caller's histo tensors, in their dtype. Indexing is
+ * 64-bit throughout, so Q x G may exceed 2^31.
  *
  * The blog's kernel (2018) differed in ways that matter: 32-bit indices, bins
- * computed from out-of-range scores written out of bounds, float counters
- * (exact only to 2^24), a fixed 1024 x 1024 launch on the default stream.
+ * of out-of-range scores written out of bounds, float counters (exact only to
+ * 2^24), a fixed 1024 x 1024 launch on the default stream. dev/cuda/roc_hist.cu
+ * times the two.
  */
 #include <stdint.h>
 
@@ -24,6 +27,7 @@
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int64_t kSegment = 2048;
 /* A block's pairs stay below 2^31, so its 32-bit shared counters cannot wrap. */
 constexpr int64_t kMaxPairsPerBlock = int64_t(1) << 31;
 
@@ -53,18 +57,12 @@ __device__ __forceinline__ void count_pair(float score, bool genuine, int64_t nb
     }
 }
 
-/*
- * Block b counts flat pairs [b * pairs_per_block, (b + 1) * pairs_per_block).
- * Thread t reads kVec consecutive pairs at a time, strided by the block; it
- * tracks its (row, column) incrementally, so no 64-bit division per pair.
- * counts is (2, nbins) then one NaN counter.
- */
-template <typename Label, int kVec, bool kShared>
+/* counts is (2, nbins), then one NaN counter. */
+template <typename Label, bool kShared>
 __global__ void __launch_bounds__(kThreads)
-    roc_hist_kernel(const float *__restrict__ score, int64_t n_gallery, int64_t n_pairs,
-                    int64_t pairs_per_block, const Label *__restrict__ labels_q,
-                    const Label *__restrict__ labels_g, int64_t nbins,
-                    unsigned long long *__restrict__ counts)
+    roc_hist_kernel(const float *__restrict__ score, int64_t n_query, int64_t n_gallery,
+                    const Label *__restrict__ labels_q, const Label *__restrict__ labels_g,
+                    int64_t nbins, unsigned long long *__restrict__ counts)
 {
     extern __shared__ unsigned int block_counts[];
     if (kShared) {
@@ -72,48 +70,41 @@ __global__ void __launch_bounds__(kThreads)
             block_counts[b] = 0;
         __syncthreads();
     }
-
-    const int64_t begin = blockIdx.x * pairs_per_block;
-    const int64_t end = begin + pairs_per_block < n_pairs ? begin + pairs_per_block : n_pairs;
-    const int64_t step = int64_t(blockDim.x) * kVec;
-    const int64_t step_rows = step / n_gallery, step_cols = step % n_gallery;
-    int64_t k = begin + int64_t(threadIdx.x) * kVec;
-    int64_t row = k / n_gallery, col = k % n_gallery;
+    const int lane = threadIdx.x % 32;
+    const int64_t n_segments = (n_gallery + kSegment - 1) / kSegment;
+    const int64_t n_items = n_query * n_segments;
+    const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
     unsigned int n_nan = 0;
-
-    for (; k < end; k += step) {
-        float v[kVec];
-        if (kVec == 4 && k + 4 <= end) {
-            float4 q = __ldg(reinterpret_cast<const float4 *>(score + k));
-            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-        } else {
-#pragma unroll
-            for (int t = 0; t < kVec; t++)
-                v[t] = k + t < end ? score[k + t] : 0.0f;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
+         item += n_warps) {
+        const int64_t row = item / n_segments;
+        const int64_t c0 = (item % n_segments) * kSegment;
+        const int64_t c1 = min(c0 + kSegment, n_gallery);
+        const Label label = labels_q[row];
+        const float *row_score = score + row * n_gallery;
+        /* columns [c0, body) before the segment's first 16-byte boundary, [body,
+         * tail) in 16-byte vectors, [tail, c1) after */
+        const int64_t misaligned = (reinterpret_cast<uintptr_t>(row_score + c0) / 4) % 4;
+        const int64_t body = min(c0 + (4 - misaligned) % 4, c1);
+        const int64_t tail = body + (c1 - body) / 4 * 4;
+        if (c0 + lane < body)
+            count_pair<kShared>(row_score[c0 + lane], labels_g[c0 + lane] == label, nbins,
+                                block_counts, counts, n_nan);
+        for (int64_t c = body + 4 * lane; c < tail; c += 4 * 32) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
+            count_pair<kShared>(v.x, labels_g[c] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.y, labels_g[c + 1] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.z, labels_g[c + 2] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.w, labels_g[c + 3] == label, nbins, block_counts, counts, n_nan);
         }
-#pragma unroll
-        for (int t = 0; t < kVec; t++) {
-            if (k + t >= end)
-                break;
-            int64_t r = row, c = col + t;
-            while (c >= n_gallery) { /* the kVec pairs may span rows */
-                c -= n_gallery;
-                r++;
-            }
-            count_pair<kShared>(v[t], labels_q[r] == labels_g[c], nbins, block_counts, counts,
-                                n_nan);
-        }
-        row += step_rows;
-        col += step_cols;
-        if (col >= n_gallery) {
-            col -= n_gallery;
-            row++;
-        }
+        if (tail + lane < c1)
+            count_pair<kShared>(row_score[tail + lane], labels_g[tail + lane] == label, nbins,
+                                block_counts, counts, n_nan);
     }
 
     for (int offset = 16; offset > 0; offset /= 2)
         n_nan += __shfl_down_sync(0xffffffffu, n_nan, offset);
-    if ((threadIdx.x & 31) == 0 && n_nan)
+    if (lane == 0 && n_nan)
         atomicAdd(&counts[2 * nbins], (unsigned long long)n_nan);
 
     if (kShared) {
@@ -144,63 +135,45 @@ __global__ void add_counts_kernel(void *histo, int dtype, const unsigned long lo
 // ----------------------------------------------------------------------------
 // launcher
 
-template <typename Label, int kVec, bool kShared>
-cudaError_t launch_hist(const float *score, int64_t n_gallery, int64_t n_pairs,
+template <typename Label, bool kShared>
+cudaError_t launch_hist(const float *score, int64_t n_query, int64_t n_gallery,
                         const void *labels_q, const void *labels_g, int64_t nbins,
                         unsigned long long *counts, cudaStream_t stream)
 {
-    auto kernel = roc_hist_kernel<Label, kVec, kShared>;
-    size_t shared = kShared ? size_t(2 * nbins) * sizeof(unsigned int) : 0;
-    if (shared > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-        if (err != cudaSuccess)
-            return err;
-    }
+    auto kernel = roc_hist_kernel<Label, kShared>;
+    const size_t shared = kShared ? size_t(2 * nbins) * sizeof(unsigned int) : 0;
+    if (shared > 48 * 1024)
+        EXT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(shared)));
     int per_sm = 0;
-    cudaError_t err =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared);
-    if (err != cudaSuccess)
-        return err;
-    /* Enough blocks to fill the GPU once, more if a block would see 2^31 pairs;
-     * a block's range is a multiple of its stride so vector loads stay aligned. */
-    const int64_t stride = int64_t(kThreads) * kVec;
-    int64_t blocks = int64_t(ext_sm_count()) * (per_sm > 0 ? per_sm : 1);
-    blocks = std::max(blocks, (n_pairs + kMaxPairsPerBlock - 1) / kMaxPairsPerBlock);
-    blocks = std::min(blocks, (n_pairs + stride - 1) / stride);
-    int64_t per_block = (n_pairs + blocks - 1) / blocks;
-    per_block = (per_block + stride - 1) / stride * stride;
-    blocks = (n_pairs + per_block - 1) / per_block;
+    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared));
+    /* enough blocks to fill the GPU once, more if a block would see 2^31 pairs,
+     * and no more than there are work items */
+    const int64_t n_pairs = n_query * n_gallery;
+    const int64_t n_items = n_query * ((n_gallery + kSegment - 1) / kSegment);
+    int64_t blocks = int64_t(ext_sm_count()) * std::max(per_sm, 1);
+    blocks = std::max(blocks, (n_pairs + kMaxPairsPerBlock - 1) / kMaxPairsPerBlock * 2);
+    blocks = std::min(blocks, (n_items + kThreads / 32 - 1) / (kThreads / 32));
     kernel<<<unsigned(blocks), kThreads, shared, stream>>>(
-        score, n_gallery, n_pairs, per_block, static_cast<const Label *>(labels_q),
+        score, n_query, n_gallery, static_cast<const Label *>(labels_q),
         static_cast<const Label *>(labels_g), nbins, counts);
     return cudaGetLastError();
 }
 
 template <typename Label>
-cudaError_t dispatch_hist(const float *score, int64_t n_gallery, int64_t n_pairs,
+cudaError_t dispatch_hist(const float *score, int64_t n_query, int64_t n_gallery,
                           const void *labels_q, const void *labels_g, int64_t nbins,
                           unsigned long long *counts, cudaStream_t stream)
 {
     int device = 0, shared_max = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&shared_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (err != cudaSuccess)
-        return err;
-    const bool aligned = reinterpret_cast<uintptr_t>(score) % 16 == 0;
-    const bool shared = size_t(2 * nbins) * sizeof(unsigned int) <= size_t(shared_max);
-    if (aligned && shared)
-        return launch_hist<Label, 4, true>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
-                                           counts, stream);
-    if (aligned)
-        return launch_hist<Label, 4, false>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
-                                            counts, stream);
-    if (shared)
-        return launch_hist<Label, 1, true>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
-                                           counts, stream);
-    return launch_hist<Label, 1, false>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
+    EXT_CUDA_TRY(cudaGetDevice(&device));
+    EXT_CUDA_TRY(cudaDeviceGetAttribute(&shared_max, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                        device));
+    if (size_t(2 * nbins) * sizeof(unsigned int) <= size_t(shared_max))
+        return launch_hist<Label, true>(score, n_query, n_gallery, labels_q, labels_g, nbins,
                                         counts, stream);
+    return launch_hist<Label, false>(score, n_query, n_gallery, labels_q, labels_g, nbins, counts,
+                                     stream);
 }
 
 } // namespace
@@ -224,13 +197,13 @@ extern "C" int roc_hist_launch(const float *score, int64_t n_query, int64_t n_ga
     EXT_CUDA_TRY(cudaMemsetAsync(counts.get(), 0, size_t(2 * nbins + 1) * sizeof(unsigned long long),
                                  stream));
     if (label_dtype == EXT_FLOAT32)
-        EXT_CUDA_TRY(dispatch_hist<float>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
+        EXT_CUDA_TRY(dispatch_hist<float>(score, n_query, n_gallery, labels_q, labels_g, nbins,
                                           counts.get(), stream));
     else if (label_dtype == EXT_INT32)
-        EXT_CUDA_TRY(dispatch_hist<int32_t>(score, n_gallery, n_pairs, labels_q, labels_g, nbins,
+        EXT_CUDA_TRY(dispatch_hist<int32_t>(score, n_query, n_gallery, labels_q, labels_g, nbins,
                                             counts.get(), stream));
     else
-        EXT_CUDA_TRY(dispatch_hist<long long>(score, n_gallery, n_pairs, labels_q, labels_g,
+        EXT_CUDA_TRY(dispatch_hist<long long>(score, n_query, n_gallery, labels_q, labels_g,
                                               nbins, counts.get(), stream));
 
     const unsigned add_blocks = unsigned(std::min<int64_t>((nbins + 255) / 256, 1024));

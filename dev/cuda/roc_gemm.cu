@@ -1,0 +1,276 @@
+/*
+ * roc_gemm.cu: variants of the feature pass's fp32 tile product, each checked
+ * against the CPU before it is timed beside cuBLAS (kept apart from the library).
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc dev/cuda/roc_gemm.cu -lcublas -o build/roc_gemm
+ *   (without cuBLAS's headers it builds without -lcublas and times the variants alone)
+ *   ./build/roc_gemm [Q G D]
+ *
+ * Every variant computes S = Xq Xgᵀ with each score one fmaf chain over k in
+ * order, which the check demands bit for bit of a CPU fmaf chain (the
+ * evaluator needs it: a genuine pair's score, computed apart, must equal the
+ * same pair's score in its tile). cuBLAS is timed only (its order differs).
+ *
+ * version 1: the first library kernel: 128 x 128 x 8 tiles, row-major operands
+ *            loaded with scalar loads and transposed into shared memory on the
+ *            way, one buffer, 8 x 8 outputs per thread.
+ * version 2: roc_gemm.cuh: k-major zero-padded operands, cp.async 16-byte copies
+ *            3 stages deep, 64 x 32 warp tiles, 8 x 8 per thread, two blocks of
+ *            256 threads per multiprocessor (at most 128 registers).
+ * version 3: version 2 with one block per multiprocessor (registers unbounded).
+ *
+ * Napkin math at 10,000 x 21,000 x 512: 2 Q G D = 215 GFLOP; at the H100's
+ * fp32 rate (about 60 TFLOP/s at the clocks it holds under load) 3.6 ms;
+ * cuBLAS's fp32 GEMM is the peer to meet.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#if __has_include(<cublas_v2.h>)
+#include <cublas_v2.h>
+#define HAVE_CUBLAS 1
+#else
+#define HAVE_CUBLAS 0 /* no cuBLAS headers: the variants alone, against version 1 */
+#endif
+
+#include "cuda/roc_gemm.cuh"
+
+#define CHECK(call)                                                                       \
+    do {                                                                                  \
+        cudaError_t err_ = (call);                                                        \
+        if (err_ != cudaSuccess) {                                                        \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+// ----------------------------------------------------------------------------
+// CPU reference: the sequential fmaf chain
+
+float dot_in_order(const float *a, const float *b, int64_t dim)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < dim; k++)
+        acc = std::fma(a[k], b[k], acc);
+    return acc;
+}
+
+// ----------------------------------------------------------------------------
+// version 1: row-major operands, scalar loads transposed into shared memory
+
+__global__ void __launch_bounds__(256) gemm_v1(const float *xq, const float *xg, int64_t M,
+                                               int64_t N, int64_t D, float *S)
+{
+    __shared__ float tq[8][128], tg[8][128];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int load_row = threadIdx.x / 2, load_k = (threadIdx.x % 2) * 4;
+    const int64_t m0 = int64_t(blockIdx.y) * 128, n0 = int64_t(blockIdx.x) * 128;
+    float acc[8][8] = {};
+    const int64_t qi = m0 + load_row, gj = n0 + load_row;
+    for (int64_t k0 = 0; k0 < D; k0 += 8) {
+        for (int q = 0; q < 4; q++) {
+            const int64_t k = k0 + load_k + q;
+            tq[load_k + q][load_row] = qi < M && k < D ? xq[qi * D + k] : 0.0f;
+            tg[load_k + q][load_row] = gj < N && k < D ? xg[gj * D + k] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float a[8], b[8];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                a[r] = tq[k][ty * 4 + r];
+                a[r + 4] = tq[k][64 + ty * 4 + r];
+                b[r] = tg[k][tx * 4 + r];
+                b[r + 4] = tg[k][64 + tx * 4 + r];
+            }
+#pragma unroll
+            for (int m = 0; m < 8; m++)
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int m = 0; m < 8; m++)
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const int64_t i = m0 + (m < 4 ? ty * 4 + m : 64 + ty * 4 + m - 4);
+            const int64_t j = n0 + (n < 4 ? tx * 4 + n : 64 + tx * 4 + n - 4);
+            if (i < M && j < N)
+                S[i * N + j] = acc[m][n];
+        }
+}
+
+// ----------------------------------------------------------------------------
+// versions 2 and 3: roc_gemm::tile_product on prepared operands
+
+template <int kMinBlocks>
+__global__ void __launch_bounds__(roc_gemm::kThreads, kMinBlocks)
+    gemm_v2(const float *a_t, int64_t lda, const float *b_t, int64_t ldb, int64_t k_pad,
+            int64_t M, int64_t N, float *S)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    roc_gemm::SharedTiles &tiles = *reinterpret_cast<roc_gemm::SharedTiles *>(shared);
+    const int64_t tiles_n = (N + roc_gemm::kBN - 1) / roc_gemm::kBN;
+    const int64_t tiles_m = (M + roc_gemm::kBM - 1) / roc_gemm::kBM;
+    for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
+        const int64_t group = t / (8 * tiles_n);
+        const int64_t rows = tiles_m - group * 8 < 8 ? tiles_m - group * 8 : 8;
+        const int64_t in_group = t - group * 8 * tiles_n;
+        const int64_t m0 = (group * 8 + in_group % rows) * roc_gemm::kBM;
+        const int64_t n0 = (in_group / rows) * roc_gemm::kBN;
+        float acc[8][8];
+        roc_gemm::tile_product(a_t, lda, b_t, ldb, m0, n0, k_pad, tiles, acc);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int64_t row = m0 + roc_gemm::tile_row(i), col = n0 + roc_gemm::tile_col(j);
+                if (row < M && col < N)
+                    S[row * N + col] = acc[i][j];
+            }
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+/* x (n, dim) row-major -> (k_pad, ld) k-major, zero-padded */
+std::vector<float> k_major(const std::vector<float> &x, int64_t n, int64_t dim, int64_t ld,
+                           int64_t k_pad)
+{
+    std::vector<float> out(size_t(k_pad * ld), 0.0f);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < dim; k++)
+            out[k * ld + i] = x[i * dim + k];
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t M = argc > 3 ? atoll(argv[1]) : 10000;
+    const int64_t N = argc > 3 ? atoll(argv[2]) : 21000;
+    const int64_t D = argc > 3 ? atoll(argv[3]) : 512;
+    std::mt19937 gen(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(float(D)));
+    std::vector<float> xq(M * D), xg(N * D);
+    for (auto &v : xq)
+        v = normal(gen);
+    for (auto &v : xg)
+        v = normal(gen);
+    const int64_t k_pad = round_up(D, roc_gemm::kBK), lda = round_up(M, 128),
+                  ldb = round_up(N, 128);
+    std::vector<float> aT = k_major(xq, M, D, lda, k_pad), bT = k_major(xg, N, D, ldb, k_pad);
+
+    float *d_xq, *d_xg, *d_at, *d_bt, *d_s;
+    CHECK(cudaMalloc(&d_xq, xq.size() * 4));
+    CHECK(cudaMalloc(&d_xg, xg.size() * 4));
+    CHECK(cudaMalloc(&d_at, aT.size() * 4));
+    CHECK(cudaMalloc(&d_bt, bT.size() * 4));
+    CHECK(cudaMalloc(&d_s, size_t(M * N) * 4));
+    CHECK(cudaMemcpy(d_xq, xq.data(), xq.size() * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_xg, xg.data(), xg.size() * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_at, aT.data(), aT.size() * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_bt, bT.data(), bT.size() * 4, cudaMemcpyHostToDevice));
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const size_t shared = sizeof(roc_gemm::SharedTiles);
+    CHECK(cudaFuncSetAttribute(gemm_v2<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    CHECK(cudaFuncSetAttribute(gemm_v2<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+#if HAVE_CUBLAS
+    cublasHandle_t handle;
+    cublasCreate(&handle);
+#endif
+
+    auto run = [&](int version) {
+        if (version == 0) { /* cuBLAS, column-major: S^T (N x M) = Xg (N x D) Xq^T */
+#if HAVE_CUBLAS
+            const float one = 1.0f, zero = 0.0f;
+            cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(D), &one, d_xg,
+                        int(D), d_xq, int(D), &zero, d_s, int(N));
+#endif
+        } else if (version == 1) {
+            gemm_v1<<<dim3(unsigned((N + 127) / 128), unsigned((M + 127) / 128)), 256>>>(
+                d_xq, d_xg, M, N, D, d_s);
+        } else if (version == 2) {
+            gemm_v2<2><<<sms * 2, roc_gemm::kThreads, shared>>>(d_at, lda, d_bt, ldb, k_pad, M,
+                                                                 N, d_s);
+        } else {
+            gemm_v2<1><<<sms, roc_gemm::kThreads, shared>>>(d_at, lda, d_bt, ldb, k_pad, M, N,
+                                                            d_s);
+        }
+        CHECK(cudaGetLastError());
+    };
+
+    /* check: 4096 random pairs, bit for bit against the CPU's fmaf chain */
+    std::vector<float> S(size_t(M * N));
+    for (int version = 1; version <= 3; version++) {
+        CHECK(cudaMemset(d_s, 0xff, size_t(M * N) * 4)); /* poison: NaN everywhere */
+        run(version);
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(S.data(), d_s, S.size() * 4, cudaMemcpyDeviceToHost));
+        int64_t bad = 0, unwritten = 0, first_bad = -1;
+        double max_rel = 0;
+        for (int64_t t = 0; t < M * N; t++)
+            unwritten += std::isnan(S[t]);
+        std::uniform_int_distribution<int64_t> pick(0, M * N - 1);
+        for (int trial = 0; trial < 4096; trial++) {
+            const int64_t t = trial < 2 ? (trial ? M * N - 1 : 0) : pick(gen);
+            const int64_t i = t / N, j = t % N;
+            const float ref = dot_in_order(&xq[i * D], &xg[j * D], D);
+            double exact = 0;
+            for (int64_t k = 0; k < D; k++)
+                exact += double(xq[i * D + k]) * double(xg[j * D + k]);
+            max_rel = std::max(max_rel, std::fabs(double(S[t]) - exact) / (std::fabs(exact) + 1e-30));
+            if (S[t] != ref && !(S[t] == 0 && ref == 0)) {
+                bad++;
+                if (first_bad < 0)
+                    first_bad = t;
+            }
+        }
+        printf("version %d: %lld of 4096 sampled scores differ from the CPU fmaf chain (first at "
+               "%lld), %lld unwritten, max rel. error vs float64 %.2e%s\n", version,
+               (long long)bad, (long long)first_bad, (long long)unwritten, max_rel,
+               bad || unwritten ? "  WRONG" : "  OK");
+        if (bad || unwritten)
+            return 1;
+    }
+
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    const double flop = 2.0 * M * N * D;
+    printf("%lld x %lld x %lld (%.1f GFLOP)\n", (long long)M, (long long)N, (long long)D,
+           flop / 1e9);
+    printf("variant | ms (median of 15) | TFLOP/s | time / %s\n", HAVE_CUBLAS ? "cuBLAS" : "v1");
+    float cublas_ms = 0;
+    for (int version = HAVE_CUBLAS ? 0 : 1; version <= 3; version++) {
+        std::vector<float> times;
+        for (int rep = 0; rep < 18; rep++) {
+            CHECK(cudaEventRecord(start));
+            run(version);
+            CHECK(cudaEventRecord(stop));
+            CHECK(cudaEventSynchronize(stop));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, start, stop));
+            if (rep >= 3)
+                times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        const float ms = times[times.size() / 2];
+        if (version == (HAVE_CUBLAS ? 0 : 1))
+            cublas_ms = ms;
+        printf("%7s | %17.3f | %7.1f | %.3f\n", version ? std::to_string(version).c_str() : "cuBLAS",
+               ms, flop / ms / 1e9, ms / cublas_ms);
+    }
+    return 0;
+}
