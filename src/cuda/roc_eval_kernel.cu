@@ -37,6 +37,8 @@ constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kLutBits = 16;              /* lookup table: at most 2^16 buckets */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
+/* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
+using FeatureTile = roc_gemm::Tile<2>;
 /* Private counters a block may keep in shared memory: the feature pass leaves
  * room for two blocks per multiprocessor beside their tiles. */
 constexpr size_t kSharedCountersScore = 96 * 1024;
@@ -50,15 +52,39 @@ template <typename T> struct DeviceArray {
     size_t n = 0;
 };
 
+/* Stream-ordered allocations from a pool of the arena's own (when it has one),
+ * which keeps freed memory for the next allocation instead of handing it back
+ * to the driver at every synchronization: an evaluation allocates and frees
+ * the same large buffers once per step. */
 struct Arena {
     cudaStream_t stream = nullptr;
+    cudaMemPool_t pool = nullptr;
     int64_t now = 0, peak = 0;
+
+    cudaError_t create_pool(int device)
+    {
+        cudaMemPoolProps props = {};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        EXT_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+        uint64_t keep = UINT64_MAX;
+        return cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    void destroy_pool()
+    {
+        if (pool)
+            cudaMemPoolDestroy(pool);
+        pool = nullptr;
+    }
 
     template <typename T> cudaError_t alloc(DeviceArray<T> &a, size_t n)
     {
         release(a);
         const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-        cudaError_t err = cudaMallocAsync(reinterpret_cast<void **>(&a.ptr), bytes, stream);
+        void **ptr = reinterpret_cast<void **>(&a.ptr);
+        cudaError_t err = pool ? cudaMallocFromPoolAsync(ptr, bytes, pool, stream)
+                               : cudaMallocAsync(ptr, bytes, stream);
         if (err != cudaSuccess) {
             a.ptr = nullptr;
             return err;
@@ -378,13 +404,13 @@ struct Operands {
 };
 
 /*
- * Scores from features, one 128 x 128 tile at a time (roc_gemm::tile_product),
+ * Scores from features, one 128 x 128 tile at a time (FeatureTile::product),
  * counted without being stored. Persistent blocks walk the tiles of rows
  * [row_begin, row_end) in groups of kGroupRows row tiles, column by column, so
  * the blocks running together share their gallery tiles in L2.
  */
 template <int kMode>
-__global__ void __launch_bounds__(roc_gemm::kThreads, 2)
+__global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     feature_pass_kernel(const Operands op, const PassParams p)
 {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -405,27 +431,27 @@ __global__ void __launch_bounds__(roc_gemm::kThreads, 2)
         const int64_t n0 = (in_group / rows_in_group) * roc_gemm::kBN;
         if (p.same_set && n0 + roc_gemm::kBN - 1 <= m0)
             continue; /* every column at or left of every row: below the diagonal */
-        float acc[8][8];
-        roc_gemm::tile_product(op.a, op.lda, op.b, op.ldb, m0, n0, op.k_pad, tiles, acc);
+        float acc[8][FeatureTile::kFragN];
+        FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0, n0, op.k_pad, tiles, acc);
         const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
                            n0 + roc_gemm::kBN <= p.n_gallery &&
                            (!p.same_set || n0 >= m0 + roc_gemm::kBM);
-        /* The tile goes through shared memory, 64 rows at a time (warps 0-3 hold
-         * rows 0-63, warps 4-7 the rest): the accumulators are then dead, and
-         * the counting loop is small and reads consecutive columns. */
+        /* The tile goes through shared memory, 64 rows at a time (the first half
+         * of the warps hold rows 0-63): the accumulators are then dead, and the
+         * counting loop is small and reads consecutive columns. */
         float(*staged)[kStagedStride] = reinterpret_cast<float(*)[kStagedStride]>(shared_bytes);
         for (int half = 0; half < 2; half++) {
-            if (int(threadIdx.x) / 128 == half) {
+            if (int(threadIdx.x) / (FeatureTile::kThreads / 2) == half) {
 #pragma unroll
                 for (int i = 0; i < 8; i++)
 #pragma unroll
-                    for (int j = 0; j < 8; j += 4)
+                    for (int j = 0; j < FeatureTile::kFragN; j += 4)
                         *reinterpret_cast<float4 *>(
-                            &staged[roc_gemm::tile_row(i) - half * 64][roc_gemm::tile_col(j)]) =
+                            &staged[FeatureTile::row(i) - half * 64][FeatureTile::col(j)]) =
                             make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
             }
             __syncthreads();
-            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += roc_gemm::kThreads) {
+            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += FeatureTile::kThreads) {
                 const int64_t row = m0 + half * 64 + e / roc_gemm::kBN;
                 const int64_t col = n0 + e % roc_gemm::kBN;
                 if (whole || (row >= p.row_begin && row < p.row_end && col < p.n_gallery &&
@@ -508,13 +534,17 @@ __device__ __forceinline__ int64_t first_partner(const int32_t *codes_q, const i
     return same_set ? position[i] + 1 : start[codes_q[i]];
 }
 
-__global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query,
+__global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_codes,
                                      const int64_t *start, const int64_t *position,
                                      int same_set, int64_t *count)
 {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i <= n_query;
          i += int64_t(gridDim.x) * blockDim.x) {
         if (i == n_query) {
+            count[i] = 0;
+            continue;
+        }
+        if (codes_q[i] < 0 || codes_q[i] >= n_codes) { /* reported by check_codes_kernel */
             count[i] = 0;
             continue;
         }
@@ -525,7 +555,7 @@ __global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query,
 }
 
 /* One thread per genuine pair: its key (or NO_KEY for NaN). The dot product is
- * the fmaf chain of roc_gemm::tile_product over the same prepared operands,
+ * the fmaf chain of FeatureTile::product over the same prepared operands,
  * so the two agree bit for bit. */
 __global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_gallery,
                                    const int64_t *start, const int64_t *position,
@@ -626,6 +656,7 @@ struct roc_eval_cuda {
     DeviceArray<unsigned long long> at, gap, top_count, block_top_count;
     uint32_t lut_base = 0;
     int lut_shift = 0;
+    std::vector<uint32_t> host_lut; /* source of the lut's upload */
     /* binned */
     DeviceArray<float> edges;
     DeviceArray<unsigned long long> bins;
@@ -651,17 +682,14 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
     cudaStream_t stream = ev->stream;
     const int64_t Q = s->n_query, G = s->n_gallery, L = s->n_codes;
 
+    /* flags bad codes; the kernels below skip them, and the flag is read with
+     * the pair count, before any pair is scored */
     DeviceArray<int> bad;
     EXT_CUDA_TRY(arena.alloc(bad, 1));
     EXT_CUDA_TRY(cudaMemsetAsync(bad.ptr, 0, sizeof(int), stream));
     check_codes_kernel<<<grid_for(Q), kThreads, 0, stream>>>(s->codes_q, Q, L, bad.ptr);
     check_codes_kernel<<<grid_for(G), kThreads, 0, stream>>>(s->codes_g, G, L, bad.ptr);
     EXT_CUDA_TRY(cudaGetLastError());
-    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    arena.release(bad);
-    if (*bad_code)
-        return cudaSuccess;
 
     /* the gallery sorted by code, stable: members[t] is a gallery index */
     DeviceArray<int32_t> sorted_codes;
@@ -683,7 +711,7 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
                                                                 start.ptr);
     position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.ptr, G, position.ptr);
     genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(
-        s->codes_q, Q, start.ptr, position.ptr, s->same_set, count.ptr);
+        s->codes_q, Q, L, start.ptr, position.ptr, s->same_set, count.ptr);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
         return cub::DeviceScan::ExclusiveSum(tmp, bytes, count.ptr, offset.ptr, Q + 1, stream);
@@ -691,7 +719,11 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
     int64_t n_pairs = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.ptr + Q, sizeof n_pairs, cudaMemcpyDeviceToHost,
                                  stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    arena.release(bad);
+    if (*bad_code)
+        return cudaSuccess;
 
     DeviceArray<uint32_t> keys, sorted_keys, unique;
     DeviceArray<unsigned long long> nan, run_counts;
@@ -712,38 +744,43 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
                                               32, stream);
     }));
     arena.release(keys);
-    unsigned long long n_nan = 0;
-    EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.ptr, sizeof n_nan, cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    const int64_t n_valid = n_pairs - int64_t(n_nan); /* NO_KEY (NaN) sorts first */
-    EXT_CUDA_TRY(arena.alloc(unique, n_valid));
-    EXT_CUDA_TRY(arena.alloc(run_counts, n_valid));
+    /* runs of the sorted keys (a NaN pair's NO_KEY sorts first), copied whole
+     * with their count and the NaN count: one synchronization */
+    EXT_CUDA_TRY(arena.alloc(unique, n_pairs));
+    EXT_CUDA_TRY(arena.alloc(run_counts, n_pairs));
     EXT_CUDA_TRY(arena.alloc(n_runs, 1));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted_keys.ptr + n_nan, unique.ptr,
-                                                  run_counts.ptr, n_runs.ptr, n_valid, stream);
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted_keys.ptr, unique.ptr,
+                                                  run_counts.ptr, n_runs.ptr, n_pairs, stream);
     }));
-    int64_t U = 0;
-    EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.ptr, sizeof U, cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (n_valid == 0)
-        U = 0;
-
-    genuine->n_levels = U;
-    genuine->keys = static_cast<uint32_t *>(malloc(std::max<int64_t>(U, 1) * sizeof(uint32_t)));
-    genuine->counts = static_cast<uint64_t *>(malloc(std::max<int64_t>(U, 1) * sizeof(uint64_t)));
+    const int64_t capacity = std::max<int64_t>(n_pairs, 1);
+    genuine->keys = static_cast<uint32_t *>(malloc(capacity * sizeof(uint32_t)));
+    genuine->counts = static_cast<uint64_t *>(malloc(capacity * sizeof(uint64_t)));
     if (!genuine->keys || !genuine->counts)
         return cudaErrorMemoryAllocation;
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.ptr, U * sizeof(uint32_t),
+    unsigned long long n_nan = 0;
+    int64_t U = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.ptr, sizeof n_nan, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.ptr, sizeof U, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.ptr, n_pairs * sizeof(uint32_t),
                                  cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.ptr, U * sizeof(uint64_t),
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.ptr, n_pairs * sizeof(uint64_t),
                                  cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (n_pairs == 0)
+        U = 0;
+    if (n_nan > 0) { /* drop the NaN run */
+        memmove(genuine->keys, genuine->keys + 1, (U - 1) * sizeof(uint32_t));
+        memmove(genuine->counts, genuine->counts + 1, (U - 1) * sizeof(uint64_t));
+        U--;
+    }
+    genuine->n_levels = U;
     for (DeviceArray<uint32_t> *a : {&sorted_keys, &unique})
         arena.release(*a);
     arena.release(run_counts);
     arena.release(n_runs);
     arena.release(nan);
+    const int64_t n_valid = n_pairs - int64_t(n_nan);
     totals->n_genuine = uint64_t(n_valid);
     totals->n_nan_genuine = n_nan;
     ev->n_levels = U;
@@ -763,7 +800,8 @@ cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
     while ((uint64_t(span) >> shift) + 1 > (uint64_t(1) << kLutBits))
         shift++;
     const int64_t n_buckets = int64_t(uint64_t(span) >> shift) + 1;
-    std::vector<uint32_t> lut(n_buckets + 1);
+    std::vector<uint32_t> &lut = ev->host_lut;
+    lut.assign(n_buckets + 1, 0);
     int64_t level = 0;
     for (int64_t b = 0; b <= n_buckets; b++) {
         const uint64_t bucket_start = uint64_t(base) + (uint64_t(b) << shift);
@@ -779,7 +817,7 @@ cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
                                  cudaMemcpyHostToDevice, ev->stream));
     EXT_CUDA_TRY(cudaMemcpyAsync(ev->lut.ptr, lut.data(), lut.size() * sizeof(uint32_t),
                                  cudaMemcpyHostToDevice, ev->stream));
-    return cudaStreamSynchronize(ev->stream); /* the host vector goes out of scope */
+    return cudaSuccess; /* host_lut lives as long as the evaluator */
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
@@ -817,18 +855,19 @@ template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams
 {
     const size_t shared = counter_bytes(kMode, p) +
                           (ev->score ? 0 : sizeof(roc_gemm::SharedTiles));
+    const int threads = ev->score ? kThreads : FeatureTile::kThreads;
     const void *func = ev->score ? reinterpret_cast<const void *>(score_pass_kernel<kMode>)
                                  : reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
-    if (shared > 48 * 1024)
-        EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(shared)));
+    /* set even below 48 KB: the kernels' static shared memory counts too */
+    EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(shared)));
     int per_sm = 0;
-    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, kThreads, shared));
+    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads, shared));
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * std::max(per_sm, 1));
     if (ev->score)
-        score_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(ev->score, p);
+        score_pass_kernel<kMode><<<blocks, threads, shared, ev->stream>>>(ev->score, p);
     else
-        feature_pass_kernel<kMode><<<blocks, kThreads, shared, ev->stream>>>(ev->op, p);
+        feature_pass_kernel<kMode><<<blocks, threads, shared, ev->stream>>>(ev->op, p);
     EXT_CUDA_TRY(cudaGetLastError());
     if (kMode == kExact) {
         merge_top_kernel<<<1, 1, 0, ev->stream>>>(ev->block_top_key.ptr,
@@ -1016,6 +1055,11 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_eval_cuda_set
     ev->device = setup->device;
     ev->stream = static_cast<cudaStream_t>(setup->stream);
     ev->arena.stream = ev->stream;
+    cudaError_t pool_err = ev->arena.create_pool(setup->device);
+    if (pool_err != cudaSuccess) {
+        roc_eval_cuda_free(ev);
+        return pool_err;
+    }
     ev->n_query = setup->n_query;
     ev->n_gallery = setup->n_gallery;
     ev->dim = setup->dim;
@@ -1124,6 +1168,7 @@ extern "C" void roc_eval_cuda_free(roc_eval_cuda *ev)
                                                    &ev->acc_counts, &ev->totals})
             a.release(*x);
         cudaStreamSynchronize(ev->stream);
+        a.destroy_pool();
     }
     delete ev;
 }
@@ -1152,8 +1197,8 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
         err = cudaFuncSetAttribute(feature_pass_kernel<kStore>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
         if (err == cudaSuccess) {
-            feature_pass_kernel<kStore><<<ext_sm_count() * 2, kThreads, shared, arena.stream>>>(
-                op, p);
+            feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
+                                          arena.stream>>>(op, p);
             err = cudaGetLastError();
         }
     }

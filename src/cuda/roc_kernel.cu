@@ -28,6 +28,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int64_t kSegment = 2048;
+constexpr int kBatch = 4; /* 16-byte loads a lane has in flight before counting them */
 /* A block's pairs stay below 2^31, so its 32-bit shared counters cannot wrap. */
 constexpr int64_t kMaxPairsPerBlock = int64_t(1) << 31;
 
@@ -54,6 +55,41 @@ __device__ __forceinline__ void count_pair(float score, bool genuine, int64_t nb
         atomicAdd(&counts[bin], 1ull);
         if (genuine)
             atomicAdd(&counts[nbins + bin], 1ull);
+    }
+}
+
+/* labels[c .. c + 3], with 16-byte loads when `aligned` (16-byte aligned at c). */
+__device__ __forceinline__ void load4(const float *p, bool aligned, float out[4])
+{
+    if (aligned) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(p));
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+        for (int t = 0; t < 4; t++)
+            out[t] = __ldg(p + t);
+    }
+}
+
+__device__ __forceinline__ void load4(const int32_t *p, bool aligned, int32_t out[4])
+{
+    if (aligned) {
+        const int4 v = __ldg(reinterpret_cast<const int4 *>(p));
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+        for (int t = 0; t < 4; t++)
+            out[t] = __ldg(p + t);
+    }
+}
+
+__device__ __forceinline__ void load4(const long long *p, bool aligned, long long out[4])
+{
+    if (aligned) {
+        const longlong2 v = __ldg(reinterpret_cast<const longlong2 *>(p));
+        const longlong2 w = __ldg(reinterpret_cast<const longlong2 *>(p) + 1);
+        out[0] = v.x, out[1] = v.y, out[2] = w.x, out[3] = w.y;
+    } else {
+        for (int t = 0; t < 4; t++)
+            out[t] = __ldg(p + t);
     }
 }
 
@@ -90,12 +126,28 @@ __global__ void __launch_bounds__(kThreads)
         if (c0 + lane < body)
             count_pair<kShared>(row_score[c0 + lane], labels_g[c0 + lane] == label, nbins,
                                 block_counts, counts, n_nan);
-        for (int64_t c = body + 4 * lane; c < tail; c += 4 * 32) {
-            const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
-            count_pair<kShared>(v.x, labels_g[c] == label, nbins, block_counts, counts, n_nan);
-            count_pair<kShared>(v.y, labels_g[c + 1] == label, nbins, block_counts, counts, n_nan);
-            count_pair<kShared>(v.z, labels_g[c + 2] == label, nbins, block_counts, counts, n_nan);
-            count_pair<kShared>(v.w, labels_g[c + 3] == label, nbins, block_counts, counts, n_nan);
+        /* kBatch vectors a lane are loaded before any is counted, to keep enough
+         * bytes in flight; labels come in 16-byte loads too where aligned */
+        const bool labels_aligned = (reinterpret_cast<uintptr_t>(labels_g + body) % 16) == 0;
+        for (int64_t j = body + 4 * lane; j < tail; j += 4 * 32 * kBatch) {
+            float4 v[kBatch];
+#pragma unroll
+            for (int b = 0; b < kBatch; b++)
+                v[b] = j + 128 * b < tail
+                           ? __ldg(reinterpret_cast<const float4 *>(row_score + j + 128 * b))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int b = 0; b < kBatch; b++) {
+                const int64_t c = j + 128 * b;
+                if (c >= tail)
+                    break;
+                Label other[4];
+                load4(labels_g + c, labels_aligned, other);
+                count_pair<kShared>(v[b].x, other[0] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v[b].y, other[1] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v[b].z, other[2] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v[b].w, other[3] == label, nbins, block_counts, counts, n_nan);
+            }
         }
         if (tail + lane < c1)
             count_pair<kShared>(row_score[tail + lane], labels_g[tail + lane] == label, nbins,
