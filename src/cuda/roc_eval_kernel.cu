@@ -171,13 +171,14 @@ __device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t lowe
     return lo;
 }
 
-/* Bytes of private counters a pass of `mode` keeps in shared memory. */
+/* Bytes of private counters (and, binned, the edges) a pass of `mode` keeps
+ * in shared memory. */
 size_t counter_bytes(int mode, const PassParams &p)
 {
     if (mode == kExact && p.shared_gaps)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
     if (mode == kBinned && p.shared_bins)
-        return size_t(p.n_bins + 2) * sizeof(uint32_t);
+        return size_t(p.n_bins + 2) * sizeof(uint32_t) + size_t(p.n_bins + 1) * sizeof(float);
     return 0;
 }
 
@@ -186,7 +187,8 @@ size_t counter_bytes(int mode, const PassParams &p)
  * impostors of a row share a few gaps) and flushes it when the gap changes. */
 template <int kMode> class Counter {
   public:
-    __device__ Counter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared)
+    __device__ Counter(const PassParams &p, uint32_t *shared)
+        : p_(p), shared_(shared), edges_(p.edges)
     {
         if (kMode == kExact && p.n_levels > 0) {
             lowest_ = __ldg(p.levels);
@@ -202,8 +204,12 @@ template <int kMode> class Counter {
                 shared_[p_.n_levels + 1 + g] = 0xffffffffu;
             }
         } else if (kMode == kBinned && p_.shared_bins) {
+            float *edges = reinterpret_cast<float *>(shared_ + p_.n_bins + 2);
             for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
                 shared_[b] = 0;
+            for (int64_t b = threadIdx.x; b <= p_.n_bins; b += blockDim.x)
+                edges[b] = p_.edges[b];
+            edges_ = edges;
         }
         __syncthreads();
     }
@@ -224,7 +230,7 @@ template <int kMode> class Counter {
         if (nan)
             return;
         if (kMode == kBinned) {
-            const int64_t b = roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.scale32) + 1;
+            const int64_t b = roc_uniform_bin(s, edges_, p_.n_bins, p_.lo32, p_.scale32) + 1;
             if (p_.shared_bins)
                 atomicAdd(&shared_[b], 1u);
             else
@@ -343,6 +349,7 @@ template <int kMode> class Counter {
 
     const PassParams &p_;
     uint32_t *shared_;
+    const float *edges_; /* the binned edges, in shared memory with the counters */
     /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
     unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
@@ -451,12 +458,22 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                             make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
             }
             __syncthreads();
-            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += FeatureTile::kThreads) {
-                const int64_t row = m0 + half * 64 + e / roc_gemm::kBN;
-                const int64_t col = n0 + e % roc_gemm::kBN;
-                if (whole || (row >= p.row_begin && row < p.row_end && col < p.n_gallery &&
-                              (!p.same_set || col > row)))
-                    counter.pair(row, col, staged[e / roc_gemm::kBN][e % roc_gemm::kBN]);
+            /* four pairs a step, their scores read first, so a thread has
+             * several pairs in flight rather than one chain of dependent steps */
+            constexpr int kStep = FeatureTile::kThreads;
+            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += 4 * kStep) {
+                float v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+                    v[u] = staged[(e + u * kStep) / roc_gemm::kBN][(e + u * kStep) % roc_gemm::kBN];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int64_t row = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
+                    const int64_t col = n0 + (e + u * kStep) % roc_gemm::kBN;
+                    if (whole || (row >= p.row_begin && row < p.row_end && col < p.n_gallery &&
+                                  (!p.same_set || col > row)))
+                        counter.pair(row, col, v[u]);
+                }
             }
             __syncthreads();
         }
@@ -842,7 +859,7 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.lo32 = ev->lo32;
     p.scale32 = ev->scale32;
     p.bins = ev->bins.ptr;
-    p.shared_bins = size_t(ev->n_bins + 2) * sizeof(uint32_t) <= counters_max;
+    p.shared_bins = size_t(ev->n_bins + 2) * 4 + size_t(ev->n_bins + 1) * 4 <= counters_max;
     p.keys = keys;
     p.totals = ev->totals.ptr;
     p.block_top_key = ev->block_top_key.ptr;
