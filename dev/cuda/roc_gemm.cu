@@ -24,6 +24,9 @@
  *            multiprocessor. Expected: closer to cuBLAS, if version 2 waits on
  *            shared-memory loads.
  * version 5: Tile<2> with three blocks a multiprocessor (at most 168 registers).
+ * version 6: Tile<2> with k-slices of 32, 3 stages (96 KB): half the barriers and
+ *            cp.async waits per FMA.
+ * version 7: Tile<2> with k-slices of 32, 2 stages (64 KB).
  *
  * Napkin math at 10,000 x 21,000 x 512: 2 Q G D = 215 GFLOP; at the H100's
  * fp32 rate (about 60 TFLOP/s at the clocks it holds under load) 3.6 ms;
@@ -56,7 +59,7 @@
         }                                                                                 \
     } while (0)
 
-constexpr int kVersions = 5;
+constexpr int kVersions = 7;
 
 // ----------------------------------------------------------------------------
 // CPU reference: the sequential fmaf chain
@@ -120,14 +123,14 @@ __global__ void __launch_bounds__(256) gemm_v1(const float *xq, const float *xg,
 // ----------------------------------------------------------------------------
 // versions 2 and 3: roc_gemm::tile_product on prepared operands
 
-template <int kWarpsN, int kMinBlocks>
+template <int kWarpsN, int kMinBlocks, int kBK = 16, int kStages = 3>
 __global__ void __launch_bounds__(roc_gemm::Tile<kWarpsN>::kThreads, kMinBlocks)
     gemm_tiles(const float *a_t, int64_t lda, const float *b_t, int64_t ldb, int64_t k_pad,
                int64_t M, int64_t N, float *S)
 {
-    using Tile = roc_gemm::Tile<kWarpsN>;
+    using Tile = roc_gemm::Tile<kWarpsN, kBK, kStages>;
     extern __shared__ __align__(16) unsigned char shared[];
-    roc_gemm::SharedTiles &tiles = *reinterpret_cast<roc_gemm::SharedTiles *>(shared);
+    typename Tile::Shared &tiles = *reinterpret_cast<typename Tile::Shared *>(shared);
     const int64_t tiles_n = (N + roc_gemm::kBN - 1) / roc_gemm::kBN;
     const int64_t tiles_m = (M + roc_gemm::kBM - 1) / roc_gemm::kBM;
     for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
@@ -176,7 +179,7 @@ int main(int argc, char **argv)
         v = normal(gen);
     for (auto &v : xg)
         v = normal(gen);
-    const int64_t k_pad = round_up(D, roc_gemm::kBK), lda = round_up(M, 128),
+    const int64_t k_pad = round_up(D, 32), lda = round_up(M, 128),
                   ldb = round_up(N, 128);
     std::vector<float> aT = k_major(xq, M, D, lda, k_pad), bT = k_major(xg, N, D, ldb, k_pad);
 
@@ -192,11 +195,17 @@ int main(int argc, char **argv)
     CHECK(cudaMemcpy(d_bt, bT.data(), bT.size() * 4, cudaMemcpyHostToDevice));
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const int shared = int(sizeof(roc_gemm::SharedTiles));
+    const int shared = int(sizeof(roc_gemm::SharedTiles<16, 3>));
+    const int shared32x3 = int(sizeof(roc_gemm::SharedTiles<32, 3>));
+    const int shared32x2 = int(sizeof(roc_gemm::SharedTiles<32, 2>));
     CHECK(cudaFuncSetAttribute(gemm_tiles<4, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     CHECK(cudaFuncSetAttribute(gemm_tiles<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     CHECK(cudaFuncSetAttribute(gemm_tiles<2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     CHECK(cudaFuncSetAttribute(gemm_tiles<2, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    CHECK(cudaFuncSetAttribute(gemm_tiles<2, 2, 32, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               shared32x3));
+    CHECK(cudaFuncSetAttribute(gemm_tiles<2, 2, 32, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               shared32x2));
 #if HAVE_CUBLAS
     cublasHandle_t handle;
     cublasCreate(&handle);
@@ -218,8 +227,14 @@ int main(int argc, char **argv)
             gemm_tiles<4, 1><<<sms, 256, shared>>>(d_at, lda, d_bt, ldb, k_pad, M, N, d_s);
         } else if (version == 4) {
             gemm_tiles<2, 2><<<sms * 2, 128, shared>>>(d_at, lda, d_bt, ldb, k_pad, M, N, d_s);
-        } else {
+        } else if (version == 5) {
             gemm_tiles<2, 3><<<sms * 3, 128, shared>>>(d_at, lda, d_bt, ldb, k_pad, M, N, d_s);
+        } else if (version == 6) {
+            gemm_tiles<2, 2, 32, 3><<<sms * 2, 128, shared32x3>>>(d_at, lda, d_bt, ldb, k_pad, M, N,
+                                                                 d_s);
+        } else {
+            gemm_tiles<2, 2, 32, 2><<<sms * 2, 128, shared32x2>>>(d_at, lda, d_bt, ldb, k_pad, M, N,
+                                                                 d_s);
         }
         CHECK(cudaGetLastError());
     };

@@ -421,9 +421,9 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     feature_pass_kernel(const Operands op, const PassParams p)
 {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
-    roc_gemm::SharedTiles &tiles = *reinterpret_cast<roc_gemm::SharedTiles *>(shared_bytes);
+    FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
     Counter<kMode> counter(p, reinterpret_cast<uint32_t *>(shared_bytes +
-                                                           sizeof(roc_gemm::SharedTiles)));
+                                                           sizeof(FeatureTile::Shared)));
     counter.begin_block();
     const int64_t first_tile = p.row_begin / roc_gemm::kBM;
     const int64_t tiles_m = (p.row_end - first_tile * roc_gemm::kBM + roc_gemm::kBM - 1) /
@@ -871,7 +871,7 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
 template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p)
 {
     const size_t shared = counter_bytes(kMode, p) +
-                          (ev->score ? 0 : sizeof(roc_gemm::SharedTiles));
+                          (ev->score ? 0 : sizeof(FeatureTile::Shared));
     const int threads = ev->score ? kThreads : FeatureTile::kThreads;
     const void *func = ev->score ? reinterpret_cast<const void *>(score_pass_kernel<kMode>)
                                  : reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
@@ -926,7 +926,7 @@ cudaError_t prepare_operands(Arena &arena, const float *feat_q, const float *fea
                              DeviceArray<float> &prepared_g, Operands &op)
 {
     const bool cosine = similarity == ROC_COSINE;
-    op.k_pad = round_up(dim, roc_gemm::kBK);
+    op.k_pad = round_up(dim, FeatureTile::kSliceK);
     op.lda = round_up(std::max<int64_t>(n_query, 1), roc_gemm::kBM);
     op.ldb = round_up(std::max<int64_t>(n_gallery, 1), roc_gemm::kBN);
     EXT_CUDA_TRY(prepare(arena, feat_q, n_query, dim, cosine, op.lda, op.k_pad, prepared_q));
@@ -1210,7 +1210,7 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
         p.row_begin = 0;
         p.row_end = n_query;
         p.scores = score;
-        const size_t shared = sizeof(roc_gemm::SharedTiles);
+        const size_t shared = sizeof(FeatureTile::Shared);
         err = cudaFuncSetAttribute(feature_pass_kernel<kStore>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
         if (err == cudaSuccess) {

@@ -5,7 +5,7 @@
  *
  * Operands are k-major and zero-padded: A_T is (k_pad, lda) with A_T[k][m] =
  * feature k of query m, B_T (k_pad, ldb) likewise for the gallery; k_pad is a
- * multiple of kBK and lda, ldb multiples of kBM, kBN. So every tile load is
+ * multiple of kBK (the k-slice a stage holds) and lda, ldb multiples of kBM, kBN. So every tile load is
  * whole 16-byte rows: cp.async copies them into shared memory, kStages deep,
  * with no transposition and no bounds checks.
  *
@@ -27,9 +27,10 @@
 
 namespace roc_gemm {
 
-constexpr int kBM = 128, kBN = 128, kBK = 16, kStages = 3;
+constexpr int kBM = 128, kBN = 128;
 
-struct SharedTiles {
+/* kStages k-slices of kBK of both operands' tiles */
+template <int kBK, int kStages> struct SharedTiles {
     float a[kStages][kBK][kBM];
     float b[kStages][kBK][kBN];
 };
@@ -47,8 +48,10 @@ template <int kPending> __device__ __forceinline__ void wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-template <int kWarpsN> struct Tile {
+template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
+    using Shared = SharedTiles<kBK, kStages>;
     static constexpr int kThreads = 32 * 2 * kWarpsN;
+    static constexpr int kSliceK = kBK;
     static constexpr int kWarpCols = kBN / kWarpsN;
     static constexpr int kFragN = kWarpCols / 4;
 
@@ -66,7 +69,7 @@ template <int kWarpsN> struct Tile {
 
     /* Stage `stage` <- k-slice [k0, k0 + kBK) of both tiles, 16-byte copies,
      * consecutive threads along a row. */
-    static __device__ __forceinline__ void load_stage(SharedTiles &s, int stage,
+    static __device__ __forceinline__ void load_stage(Shared &s, int stage,
                                                       const float *A_T, int64_t lda,
                                                       const float *B_T, int64_t ldb, int64_t m0,
                                                       int64_t n0, int64_t k0)
@@ -84,7 +87,7 @@ template <int kWarpsN> struct Tile {
     static __device__ __forceinline__ void product(const float *__restrict__ A_T, int64_t lda,
                                                    const float *__restrict__ B_T, int64_t ldb,
                                                    int64_t m0, int64_t n0, int64_t k_pad,
-                                                   SharedTiles &s, float acc[8][kFragN])
+                                                   Shared &s, float acc[8][kFragN])
     {
         const int a_col = row(0), b_col = col(0);
         const int n_k = int(k_pad / kBK);
