@@ -27,7 +27,7 @@ NVCC ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
 # every one from 75 to 90 that this nvcc supports, plus PTX for the newest.
 CUDA_ARCH ?= $(shell $(NVCC) --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p' | \
                awk '$$1 >= 75 && $$1 <= 90' | tr '\n' ' ')
-NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+NVCC_FLAGS ?= -O3 -std=c++17 --threads 0 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
 # pytest arguments, e.g. make test PYTEST_ARGS="-k legacy -x"
 PYTEST_ARGS ?=
 

@@ -40,9 +40,11 @@ constexpr int kStagedStride = 132;        /* a staged score row, padded against 
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
 using FeatureTile = roc_gemm::Tile<2>;
 /* Private counters a block may keep in shared memory: the feature pass leaves
- * room for two blocks per multiprocessor beside their tiles. */
+ * room for two blocks per multiprocessor beside their tiles (on a device with
+ * less shared memory, what it has; see pass_params). */
 constexpr size_t kSharedCountersScore = 96 * 1024;
 constexpr size_t kSharedCountersFeature = 56 * 1024;
+constexpr size_t kStaticSharedMargin = 1024; /* the kernels' own static shared memory */
 
 // ----------------------------------------------------------------------------
 // device memory, with the evaluator's peak recorded
@@ -839,7 +841,15 @@ cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
 {
-    const size_t counters_max = ev->score ? kSharedCountersScore : kSharedCountersFeature;
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->device) !=
+        cudaSuccess)
+        optin = 48 * 1024;
+    const size_t tiles = ev->score ? 0 : sizeof(FeatureTile::Shared);
+    const size_t room = size_t(optin) > tiles + kStaticSharedMargin
+                            ? size_t(optin) - tiles - kStaticSharedMargin : 0;
+    const size_t counters_max =
+        std::min(room, ev->score ? kSharedCountersScore : kSharedCountersFeature);
     PassParams p{};
     p.n_gallery = ev->n_gallery;
     p.row_begin = row_begin;

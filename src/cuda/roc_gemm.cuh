@@ -35,17 +35,30 @@ template <int kBK, int kStages> struct SharedTiles {
     float b[kStages][kBK][kBN];
 };
 
+/* cp.async needs sm_80; before it (sm_75) the copy is a plain load and store,
+ * complete when it returns, and the pipeline degenerates to one stage. */
 __device__ __forceinline__ void copy16(float *shared, const float *global)
 {
+#if __CUDA_ARCH__ >= 800
     const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+#else
+    *reinterpret_cast<float4 *>(shared) = __ldg(reinterpret_cast<const float4 *>(global));
+#endif
 }
 
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 
 template <int kPending> __device__ __forceinline__ void wait()
 {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
 }
 
 template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
