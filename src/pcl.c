@@ -19,7 +19,7 @@
 #define FLOAT_DTYPES (EXT_MASK(EXT_FLOAT32) | EXT_MASK(EXT_FLOAT64))
 #define INDEX_DTYPES (FLOAT_DTYPES | EXT_MASK(EXT_INT32) | EXT_MASK(EXT_INT64))
 
-/* Grad rows written by one thread at a time; below this, one thread. */
+/* Gradient elements below which the CPU backward runs on one thread. */
 #define BACKWARD_PARALLEL_ELEMENTS 65536
 
 /* ------------------------------------------------------------------------- */
@@ -86,14 +86,13 @@ static int check_args(const char *fn, const pcl_inputs *in, const ext_arg *extra
             return st;
         all[n_all++] = extras[a];
     }
-    /* the float data, inputs and extras alike, is all of pcl_probs' dtype */
+    /* the float data, inputs and extras alike, has pcl_probs' dtype */
     const int dtype = in->pcl_probs->dtype;
-    for (int a = 1; a < n_all; a++) {
-        const int is_float = a < 4 || a >= 4 + 5;
-        if (is_float && all[a].t->dtype != dtype)
+    for (int a = 1; a < 4 + n_extras; a++) {
+        const ext_arg *arg = a < 4 ? &floats[a] : &extras[a - 4];
+        if (arg->t->dtype != dtype)
             return ext_fail(EXT_ERR_TYPE, "%s: %s must have the dtype of pcl_probs (%s), got %s",
-                            fn, all[a].name, ext_dtype_name(dtype),
-                            ext_dtype_name(all[a].t->dtype));
+                            fn, arg->name, ext_dtype_name(dtype), ext_dtype_name(arg->t->dtype));
     }
     if ((st = ext_check_devices(fn, all, n_all, device_type, NULL)))
         return st;

@@ -261,6 +261,19 @@ def test_output_shape_is_checked():
         _ffi.check(conv.ffi, conv.lib, conv.lib.conv2d_forward_cpu(*descs))
 
 
+@pytest.mark.parametrize("name", ["kernel", "out"])
+def test_tensor_on_another_device_is_refused(name):
+    """Checked on the descriptors before any data is read, so a CPU tensor
+    described as a CUDA one stands in for it on a machine without a GPU."""
+    tensors = {"image": torch.zeros(5, 6), "kernel": torch.zeros(3, 3), "out": torch.zeros(5, 6)}
+    descs = {n: _ffi.describe(conv.ffi, "test", n, t) for n, t in tensors.items()}
+    descs[name].device_type, descs[name].device_index = _ffi.CUDA, 1
+    with pytest.raises(RuntimeError, match="conv2d: %s is on cuda:1; conv2d needs CPU tensors"
+                       % name):
+        _ffi.check(conv.ffi, conv.lib, conv.lib.conv2d_forward_cpu(
+            descs["image"], descs["kernel"], descs["out"]))
+
+
 def test_cuda_entry_point_refuses_cpu_tensors():
     descs = [_ffi.describe(conv.ffi, "test", name, t) for name, t in (
         ("image", torch.zeros(5, 6)), ("kernel", torch.zeros(3, 3)), ("out", torch.zeros(5, 6)))]

@@ -435,6 +435,20 @@ def test_loss_output_must_have_one_element():
                    pcl.lib.pcl_forward_cpu(inputs, loss, pcl.ffi.new("pcl_report *")))
 
 
+@pytest.mark.parametrize("name", NAMES[1:])
+def test_tensor_on_another_device_is_refused(name):
+    """Checked on the descriptors before any data is read, so a CPU tensor
+    described as a CUDA one stands in for it on a machine without a GPU."""
+    args = good_args()
+    inputs, descriptors = pcl._inputs("pcl_loss", [args[n] for n in NAMES])
+    getattr(inputs, name).device_type = _ffi.CUDA
+    loss = _ffi.describe(pcl.ffi, "pcl_loss", "loss", torch.empty(()))
+    with pytest.raises(RuntimeError, match="pcl_loss: %s is on cuda:0; pcl_loss needs CPU "
+                       "tensors" % name):
+        _ffi.check(pcl.ffi, pcl.lib, pcl.lib.pcl_forward_cpu(inputs, loss,
+                                                             pcl.ffi.new("pcl_report *")))
+
+
 def test_cuda_entry_point_refuses_cpu_tensors():
     args = good_args()
     inputs, descriptors = pcl._inputs("pcl_loss", [args[n] for n in NAMES])
