@@ -7,9 +7,9 @@ compute-sanitizer:
 trilinear: forward and backward (both gradients, feats only, points only),
 16-byte and scalar accesses (F a multiple of 4 / 2 or not, a misaligned feats
 view), one lane to a full warp per point, F = 0. upsample: every coordinate
-mode forward and backward, 16-byte and scalar stores, register-held and
-table-read runs of readers (scale 21), 1x1 inputs, downsampling, unchanged
-axes. gelu: every formula forward and backward, 16-byte and scalar accesses,
+mode forward and backward, output rows narrower and wider than a block's
+columns, register-held and table-read runs of readers (scale 21), 1x1
+inputs, downsampling, unchanged axes. gelu: every formula forward and backward, 16-byte and scalar accesses,
 lengths with a tail past the last vector. Each in float32 and float64; each
 result is checked against the CPU path, so a wrong answer fails here too.
 """

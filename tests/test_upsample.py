@@ -444,9 +444,9 @@ GPU_CASES = [((2, 3, 1, 1), dict(scale_factor=2)), ((1, 2, 5, 7), dict(scale_fac
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape,kwargs", GPU_CASES)
 def test_cuda_equals_cpu(rng, mode, dtype, shape, kwargs):
-    """Every kernel path: 16-byte and scalar stores (output widths that are and
-    are not multiples of 4 or 2), register-held and table-read runs (scale 21),
-    1x1 inputs, downsampling, unchanged axes."""
+    """Every kernel path: output rows narrower and wider than a block's
+    columns (and not multiples of them), register-held and table-read runs of
+    readers (scale 21), 1x1 inputs, downsampling, unchanged axes."""
     x = sample(rng, shape, dtype)
     out_cpu = upsample.upsample_bilinear(x, coordinate_mode=mode, **kwargs)
     out_gpu = upsample.upsample_bilinear(x.cuda(), coordinate_mode=mode, **kwargs)

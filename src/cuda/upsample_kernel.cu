@@ -9,11 +9,13 @@
  * threads across a row (a power of two, up to 256), y rows at a time; the
  * grid fills the device once and strides over the N * C * height rows.
  *
- * Forward: a thread makes 4 (float32) or 2 (float64) consecutive outputs of
- * a row and stores them as one 16-byte vector, when the output row length
- * is a multiple of that and the pointer is aligned (else 1 output, scalar).
- * Its 2 x 2 input reads per output come from two input rows that the block's
- * neighbouring rows share, so they mostly hit L1/L2.
+ * Forward: a thread makes kColumns outputs of each row it visits, a block
+ * width apart, so a warp's loads read neighbouring input columns (a 64-byte
+ * run for scale 2) and its stores fill whole 128-byte lines. Handing a
+ * thread 4 adjacent outputs as one 16-byte store would space its lanes' loads
+ * two columns apart and double the L1 wavefronts per load, for no gain in
+ * DRAM traffic. The 2 x 2 input reads of an output come from two input rows
+ * that neighbouring output rows share, so they mostly hit L1/L2.
  *
  * Backward is a gather: thread (row, w) sums grad_output over the outputs
  * that read input (h, w). Along each axis those form one run (upsample_axis.h),
@@ -40,6 +42,9 @@
 namespace {
 
 constexpr int kThreads = 256;
+/* Output columns per forward thread: the vertical tap of a row is computed
+ * once for them. */
+constexpr int kColumns = 4;
 /* Longest horizontal run of readers whose weights a backward thread keeps in
  * registers. */
 constexpr int kCachedRun = 16;
@@ -119,22 +124,29 @@ struct RowWalk {
 // ----------------------------------------------------------------------------
 // kernels
 
-/* output (planes, out_h, out_w) from input (planes, in_h, in_w); thread x
- * makes outputs [x * kVec, x * kVec + kVec) of each row it visits. */
-template <typename T, int kVec>
+/*
+ * output (planes, out_h, out_w) from input (planes, in_h, in_w). Thread x of
+ * block b makes, in every row it visits, the kColumns outputs
+ * b * blockDim.x * kColumns + x + k * blockDim.x: a warp's loads then read
+ * neighbouring input columns and its stores fill whole lines.
+ */
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
     upsample_forward_kernel(const T *__restrict__ input, T *__restrict__ output, int64_t planes,
                             int32_t in_h, int32_t in_w, int32_t out_h, int32_t out_w,
                             int32_t mode, T ratio_h, T ratio_w)
 {
-    const int64_t ow0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
-    if (ow0 >= out_w)
+    const int64_t first = int64_t(blockIdx.x) * blockDim.x * kColumns + threadIdx.x;
+    if (first >= out_w)
         return;
-    int32_t x0[kVec], x1[kVec];
-    T wx0[kVec], wx1[kVec];
+    int32_t x0[kColumns], x1[kColumns];
+    T wx0[kColumns], wx1[kColumns];
+    bool valid[kColumns];
 #pragma unroll
-    for (int k = 0; k < kVec; k++) {
-        const auto tw = tap_at(ratio_w, int32_t(ow0) + k, in_w, out_w, mode);
+    for (int k = 0; k < kColumns; k++) {
+        const int64_t ow = first + int64_t(k) * blockDim.x;
+        valid[k] = ow < out_w;
+        const auto tw = tap_at(ratio_w, valid[k] ? int32_t(ow) : 0, in_w, out_w, mode);
         x0[k] = tw.i0, x1[k] = tw.i1, wx0[k] = tw.w0, wx1[k] = tw.w1;
     }
     const int64_t rows = planes * out_h;
@@ -142,12 +154,12 @@ __global__ void __launch_bounds__(kThreads)
         const auto th = tap_at(ratio_h, walk.r, in_h, out_h, mode);
         const T *top = input + (walk.plane * in_h + th.i0) * in_w;
         const T *bottom = input + (walk.plane * in_h + th.i1) * in_w;
-        ExtVec<T, kVec> result;
+        T *dst = output + walk.row * out_w + first;
 #pragma unroll
-        for (int k = 0; k < kVec; k++)
-            result.v[k] = th.w0 * (wx0[k] * top[x0[k]] + wx1[k] * top[x1[k]]) +
-                          th.w1 * (wx0[k] * bottom[x0[k]] + wx1[k] * bottom[x1[k]]);
-        *reinterpret_cast<ExtVec<T, kVec> *>(output + walk.row * out_w + ow0) = result;
+        for (int k = 0; k < kColumns; k++)
+            if (valid[k])
+                dst[k * blockDim.x] = th.w0 * (wx0[k] * top[x0[k]] + wx1[k] * top[x1[k]]) +
+                                      th.w1 * (wx0[k] * bottom[x0[k]] + wx1[k] * bottom[x1[k]]);
     }
 }
 
@@ -221,9 +233,11 @@ __global__ void __launch_bounds__(kThreads)
             T row_sum = T(0);
             if (cached) {
 #pragma unroll
-                for (int k = 0; k < kCachedRun; k++)
-                    if (rw.first + k < rw.end)
-                        row_sum += run_weights[k] * grad_row[rw.first + k];
+                for (int k = 0; k < kCachedRun; k++) {
+                    if (rw.first + k >= rw.end)
+                        break;
+                    row_sum += run_weights[k] * grad_row[rw.first + k];
+                }
             } else {
                 for (int32_t ow = rw.first; ow < rw.middle; ow++)
                     row_sum += as_i1_w[ow] * grad_row[ow];
@@ -262,35 +276,21 @@ cudaError_t grid_for(Kernel kernel, dim3 block, int64_t columns, int64_t rows, d
     return cudaSuccess;
 }
 
-template <typename T, int kVec>
-cudaError_t launch_forward(const T *input, T *output, int64_t planes, int32_t in_h,
-                           int32_t in_w, int32_t out_h, int32_t out_w, int32_t mode,
-                           double scale_h, double scale_w, cudaStream_t stream)
-{
-    auto kernel = upsample_forward_kernel<T, kVec>;
-    const int64_t columns = out_w / kVec;
-    const dim3 block = block_for(columns);
-    dim3 grid;
-    EXT_CUDA_TRY(grid_for(kernel, block, columns, planes * out_h, &grid));
-    kernel<<<grid, block, 0, stream>>>(input, output, planes, in_h, in_w, out_h, out_w, mode,
-                                       ratio_of(T(), in_h, out_h, mode, scale_h),
-                                       ratio_of(T(), in_w, out_w, mode, scale_w));
-    return cudaGetLastError();
-}
-
 template <typename T>
 cudaError_t forward(const void *input, void *output, int64_t planes, int32_t in_h, int32_t in_w,
                     int32_t out_h, int32_t out_w, int32_t mode, double scale_h, double scale_w,
                     cudaStream_t stream)
 {
-    const T *input_t = static_cast<const T *>(input);
-    T *output_t = static_cast<T *>(output);
-    constexpr int kWide = ext_vec16_width<T>();
-    if (out_w % kWide == 0 && ext_aligned16(output))
-        return launch_forward<T, kWide>(input_t, output_t, planes, in_h, in_w, out_h, out_w,
-                                        mode, scale_h, scale_w, stream);
-    return launch_forward<T, 1>(input_t, output_t, planes, in_h, in_w, out_h, out_w, mode,
-                                scale_h, scale_w, stream);
+    auto kernel = upsample_forward_kernel<T>;
+    const int64_t columns = (int64_t(out_w) + kColumns - 1) / kColumns;
+    const dim3 block = block_for(columns);
+    dim3 grid;
+    EXT_CUDA_TRY(grid_for(kernel, block, columns, planes * out_h, &grid));
+    kernel<<<grid, block, 0, stream>>>(static_cast<const T *>(input), static_cast<T *>(output),
+                                       planes, in_h, in_w, out_h, out_w, mode,
+                                       ratio_of(T(), in_h, out_h, mode, scale_h),
+                                       ratio_of(T(), in_w, out_w, mode, scale_w));
+    return cudaGetLastError();
 }
 
 template <typename T>
