@@ -42,6 +42,11 @@
 namespace {
 
 constexpr int kThreads = 256;
+/* Blocks per SM the forward and backward kernels are compiled for. float32:
+ * 4, at most 64 registers a thread without spilling, so 32 warps per SM keep
+ * loads in flight (left to itself the backward takes 128 and runs 16).
+ * float64 needs more registers: 2. */
+template <typename T> constexpr int min_blocks() { return sizeof(T) == 4 ? 4 : 2; }
 /* Output columns per forward thread: the vertical tap of a row is computed
  * once for them. */
 constexpr int kColumns = 4;
@@ -131,7 +136,7 @@ struct RowWalk {
  * neighbouring input columns and its stores fill whole lines.
  */
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, min_blocks<T>())
     upsample_forward_kernel(const T *__restrict__ input, T *__restrict__ output, int64_t planes,
                             int32_t in_h, int32_t in_w, int32_t out_h, int32_t out_w,
                             int32_t mode, T ratio_h, T ratio_w)
@@ -201,7 +206,7 @@ __global__ void upsample_tables_kernel(int32_t in_h, int32_t in_w, int32_t out_h
  * in registers; a longer run reads them from the tables at each output row.
  */
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, min_blocks<T>())
     upsample_backward_kernel(const T *__restrict__ grad_output, T *__restrict__ grad_input,
                              int64_t planes, int32_t in_h, int32_t in_w, int32_t out_h,
                              int32_t out_w, const upsample_readers *__restrict__ readers,
