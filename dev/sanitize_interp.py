@@ -9,9 +9,10 @@ trilinear: forward and backward (both gradients, feats only, points only),
 view), one lane to a full warp per point, F = 0. upsample: every coordinate
 mode forward and backward, output rows narrower and wider than a block's
 columns, register-held and table-read runs of readers (scale 21), 1x1
-inputs, downsampling, unchanged axes. gelu: every formula forward and backward, 16-byte and scalar accesses,
-lengths with a tail past the last vector. Each in float32 and float64; each
-result is checked against the CPU path, so a wrong answer fails here too.
+inputs, downsampling, unchanged axes. gelu: every formula forward and
+backward, 16-byte and scalar accesses, lengths with a tail past the last
+vector. Each in float32 and float64; each result is checked against the CPU
+path, so a wrong answer fails here too.
 """
 
 import os

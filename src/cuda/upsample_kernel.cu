@@ -58,12 +58,12 @@ constexpr int kCachedRun = 16;
 // the axis helpers of upsample_axis.h, by type
 
 __device__ __forceinline__ upsample_tap_f32 tap_at(float r, int32_t o, int32_t in,
-                                                            int32_t out, int32_t mode)
+                                                   int32_t out, int32_t mode)
 {
     return upsample_tap_f32_at(r, o, in, out, mode);
 }
 __device__ __forceinline__ upsample_tap_f64 tap_at(double r, int32_t o, int32_t in,
-                                                            int32_t out, int32_t mode)
+                                                   int32_t out, int32_t mode)
 {
     return upsample_tap_f64_at(r, o, in, out, mode);
 }
