@@ -135,6 +135,35 @@ int ext_check_ndim(const char *fn, const char *name, const ext_tensor *t, int nd
     return EXT_OK;
 }
 
+const char *ext_shape_string(const ext_tensor *t, char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, "(");
+    for (int d = 0; d < t->ndim && used < size; d++)
+        used += (size_t)snprintf(out + used, size - used, "%s%lld", d ? ", " : "",
+                                 (long long)t->sizes[d]);
+    if (used < size)
+        snprintf(out + used, size - used, "%s)", t->ndim == 1 ? "," : "");
+    return out;
+}
+
+int ext_check_like(const char *fn, const char *name, const ext_tensor *t, const char *ref_name,
+                   const ext_tensor *ref)
+{
+    if (t->dtype != ref->dtype)
+        return ext_fail(EXT_ERR_TYPE, "%s: %s must be %s like %s, got %s", fn, name,
+                        ext_dtype_name(ref->dtype), ref_name, ext_dtype_name(t->dtype));
+    int same = t->ndim == ref->ndim;
+    for (int d = 0; same && d < t->ndim; d++)
+        same = t->sizes[d] == ref->sizes[d];
+    if (!same) {
+        char shape[160], ref_shape[160];
+        return ext_fail(EXT_ERR_VALUE, "%s: %s is %s but %s is %s; they must match", fn, name,
+                        ext_shape_string(t, shape, sizeof shape), ref_name,
+                        ext_shape_string(ref, ref_shape, sizeof ref_shape));
+    }
+    return EXT_OK;
+}
+
 static void device_name(const ext_tensor *t, char *out, size_t size)
 {
     if (t->device_type == EXT_CPU)

@@ -12,6 +12,7 @@
 #ifndef EXT_CHECK_H
 #define EXT_CHECK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ext_tensor.h"
@@ -36,6 +37,12 @@ int ext_is_contiguous(const ext_tensor *t);
 int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsigned mask);
 int ext_check_contiguous(const char *fn, const char *name, const ext_tensor *t);
 int ext_check_ndim(const char *fn, const char *name, const ext_tensor *t, int ndim);
+/* t's sizes as "(2, 8, 16)" in out; returns out, for messages that name shapes. */
+const char *ext_shape_string(const ext_tensor *t, char *out, size_t size);
+/* t has ref's dtype and shape: "gelu: output must be float32 like input, got
+ * float64", "gelu: output is (3, 2) but input is (2, 3); they must match". */
+int ext_check_like(const char *fn, const char *name, const ext_tensor *t, const char *ref_name,
+                   const ext_tensor *ref);
 /* All of `args` on `device_type`, and on the device of args[0]; `twin` (or
  * NULL) names the entry point to use for the other kind of device. */
 int ext_check_devices(const char *fn, const ext_arg *args, int n_args, int device_type,

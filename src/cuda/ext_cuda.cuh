@@ -7,6 +7,8 @@
 #ifndef EXT_CUDA_CUH
 #define EXT_CUDA_CUH
 
+#include <stdint.h>
+
 #include <cuda_runtime.h>
 
 #include "ext_cuda.h"
@@ -67,7 +69,32 @@ template <typename T> class ExtDeviceBuffer {
     T *ptr_ = nullptr;
 };
 
+/* kN consecutive elements of T moved as one access: ExtVec<float, 4> and
+ * ExtVec<double, 2> are 16-byte loads and stores (the pointer must be aligned
+ * to sizeof(T) * kN); ExtVec<T, 1> is a plain scalar access. */
+template <typename T, int kN> struct alignas(sizeof(T) * kN) ExtVec {
+    T v[kN];
+};
+
+/* Elements of T in one 16-byte access. */
+template <typename T> constexpr int ext_vec16_width() { return int(16 / sizeof(T)); }
+
+/* True if p is 16-byte aligned. */
+inline bool ext_aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 /* Multiprocessors of the current device. */
 int ext_sm_count();
+
+/* Blocks of `threads` threads that fill the current device once: the grid
+ * of a grid-stride kernel. */
+template <typename Kernel>
+cudaError_t ext_full_wave(Kernel kernel, int threads, size_t shared, int64_t *blocks /* OUT */)
+{
+    int per_sm = 0;
+    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                                    shared);
+    *blocks = int64_t(ext_sm_count()) * (per_sm > 0 ? per_sm : 1);
+    return err;
+}
 
 #endif /* EXT_CUDA_CUH */

@@ -1,0 +1,111 @@
+"""_ext.trilinear: trilinear interpolation of cube-corner features, forward
+and backward, on the GPU or the CPU.
+
+    from _ext import trilinear
+    out = trilinear.trilinear_interpolation(feats, points)   # differentiable
+    layer = trilinear.TrilinearInterpolation()                # as an nn.Module
+
+feats (N, 8, F) holds the features of each cube's 8 corners and points (N, 3)
+one point per cube in local coordinates [-1, 1]; out is (N, F). With u, v, w
+= (points + 1) / 2, corners 0..3 sit at u = 0 and 4..7 at u = 1, weighted
+within each four by a = (1-v)(1-w), b = (1-v)w, c = v(1-w), d = 1-a-b-c:
+
+    out = (1-u) (a f0 + b f1 + c f2 + d f3) + u (a f4 + b f5 + c f6 + d f7)
+
+Gradients flow to feats and to points (through u, v, w = (p + 1) / 2). All
+tensors are contiguous, float32 or float64, on one device; CUDA work runs on
+the caller's current stream. trilinear_forward() and trilinear_backward() are
+the raw entry points without autograd. Formulas: src/trilinear_math.h.
+"""
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from .. import _ffi
+
+try:
+    from ._trilinear import ffi, lib
+except ImportError as error:  # pragma: no cover - only before `make`
+    raise ImportError("_ext.trilinear is not built: run `make` in the project root (%s)"
+                      % error) from error
+
+built_with_cuda = bool(lib.ext_built_with_cuda())
+
+
+def _require_tensor(fn, name, x):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (fn, name, type(x).__name__))
+
+
+def _rows_shape(feats):
+    """(N, F) of feats (N, 8, F). For a feats of another rank the shim reports
+    feats' shape before it looks at the rows, so any shape will do there."""
+    return (feats.shape[0], feats.shape[2]) if feats.dim() == 3 else (0,)
+
+
+def _run(cpu_entry, cuda_entry, device_tensor, *args):
+    if device_tensor.is_cuda:
+        status = cuda_entry(*args, _ffi.cuda_stream(ffi, device_tensor))
+    else:
+        status = cpu_entry(*args)
+    _ffi.check(ffi, lib, status)
+
+
+def trilinear_forward(feats, points):
+    """out (N, F) from feats (N, 8, F) and points (N, 3), without autograd."""
+    fn = "trilinear_interpolation"
+    _require_tensor(fn, "feats", feats)
+    _require_tensor(fn, "points", points)
+    out = torch.empty(_rows_shape(feats), dtype=feats.dtype, device=feats.device)
+    _run(lib.trilinear_forward_cpu, lib.trilinear_forward_cuda, feats,
+         _ffi.describe(ffi, fn, "feats", feats), _ffi.describe(ffi, fn, "points", points),
+         _ffi.describe(ffi, fn, "out", out))
+    return out
+
+
+def trilinear_backward(grad_out, feats, points, feats_grad=True, points_grad=True):
+    """(grad_feats, grad_points) from grad_out (N, F), without autograd; a
+    gradient not asked for is None."""
+    fn = "trilinear_interpolation_backward"
+    for name, x in (("grad_out", grad_out), ("feats", feats), ("points", points)):
+        _require_tensor(fn, name, x)
+    if not (feats_grad or points_grad):
+        return None, None
+    grad_feats = torch.empty_like(feats, memory_format=torch.contiguous_format) \
+        if feats_grad else None
+    grad_points = torch.empty_like(points, memory_format=torch.contiguous_format) \
+        if points_grad else None
+    _run(lib.trilinear_backward_cpu, lib.trilinear_backward_cuda, feats,
+         _ffi.describe(ffi, fn, "grad_out", grad_out), _ffi.describe(ffi, fn, "feats", feats),
+         _ffi.describe(ffi, fn, "points", points),
+         _ffi.describe(ffi, fn, "grad_feats", grad_feats) if feats_grad else ffi.NULL,
+         _ffi.describe(ffi, fn, "grad_points", grad_points) if points_grad else ffi.NULL)
+    return grad_feats, grad_points
+
+
+class TrilinearInterpolationFunction(torch.autograd.Function):
+    """TrilinearInterpolationFunction.apply(feats, points): gradients to both."""
+
+    @staticmethod
+    def forward(ctx, feats, points):
+        ctx.save_for_backward(feats, points)
+        return trilinear_forward(feats, points)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        feats, points = ctx.saved_tensors
+        feats_grad, points_grad = ctx.needs_input_grad
+        return trilinear_backward(grad_out.contiguous(), feats, points, feats_grad, points_grad)
+
+
+def trilinear_interpolation(feats, points):
+    """Trilinear interpolation, differentiable with respect to feats and points."""
+    return TrilinearInterpolationFunction.apply(feats, points)
+
+
+class TrilinearInterpolation(torch.nn.Module):
+    """nn.Module form of trilinear_interpolation(feats, points)."""
+
+    def forward(self, feats, points):
+        return trilinear_interpolation(feats, points)

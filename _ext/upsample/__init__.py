@@ -1,0 +1,229 @@
+"""_ext.upsample: bilinear resampling of NCHW tensors, forward and backward,
+on the GPU or the CPU, with PyTorch's and TensorFlow 1.x's coordinates.
+
+    from _ext import upsample
+    y = upsample.upsample_bilinear(x, scale_factor=2)                 # = F.interpolate(
+                                                                      #   mode="bilinear")
+    y = upsample.upsample_bilinear(x, size=(30, 41), align_corners=True)
+    y = upsample.upsample_bilinear(x, scale_factor=2, coordinate_mode="asymmetric")  # TF1
+    layer = upsample.UpsampleBilinear(scale_factor=2, coordinate_mode="half_pixel")
+
+x is a contiguous (N, C, H, W) float32 or float64 tensor on the CPU or a CUDA
+device (kernels run on the caller's current stream); the result is (N, C,
+OH, OW). Give exactly one of scale_factor (a number or an (h, w) pair; OH =
+floor(H * scale), as F.interpolate computes it) and size (an int or an (OH,
+OW) pair). upsample_bilinear() is differentiable (UpsampleBilinearFunction);
+the backward is a deterministic gather on the CPU and on the GPU (no atomics).
+
+Coordinate modes (ONNX Resize's names). Output index o along an axis reads
+input position src(o), blending floor(src) and the next index (clamped to the
+last) linearly; in and out are the axis' input and output sizes:
+
+    coordinate_mode   src(o)                      same as
+    half_pixel        max(0, (o + 0.5) r - 0.5)   torch align_corners=False (default);
+                                                  TF >= 1.14 / TF2 half_pixel_centers=True
+    align_corners     o (in - 1) / (out - 1)      torch align_corners=True;
+                                                  TF1 align_corners=True
+    asymmetric        o r                         TF1 resize_bilinear default
+                                                  (align_corners=False); ONNX asymmetric
+
+r is 1 / scale_factor when scale_factor is given (and recompute_scale_factor
+is not True), else in / out: torch's rule, so results equal F.interpolate's,
+which uses the scale factor itself, not the rounded sizes' ratio. TF1 always
+uses in / out; pass size= for TF1's numbers. align_corners ignores the scale
+factor (and maps everything to input 0 when out = 1). In every mode an axis
+whose size does not change is copied, even under a scale factor such as 1.1
+on a size of 5: torch's CPU kernel does the same, and onnxruntime does when
+no axis changes size (with one axis changing, it applies 1.1 to the other).
+align_corners=True / False is accepted as torch takes it (it means
+coordinate_mode "align_corners" / "half_pixel").
+
+The seed write-up's table of TensorFlow behaviour differs from these
+definitions: its "method 2" says TF's align_corners=True uses half-pixel
+centres, (o + 0.5) in / out - 0.5, and that align_corners=False uses
+o in / out. The second half is right (that is TF1's default, "asymmetric"
+here); the first is wrong: TF1's align_corners=True maps the corners,
+o (in - 1) / (out - 1), exactly as torch's align_corners=True does. Half-pixel
+centres came to TF only with half_pixel_centers=True (TF 1.14 and later,
+the TF2 default). So a TF 1.13 model exported with align_corners=False needs
+coordinate_mode="asymmetric", and one with align_corners=True needs
+"align_corners", not half_pixel.
+"""
+
+import math
+import numbers
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from .. import _ffi
+
+try:
+    from ._upsample import ffi, lib
+except ImportError as error:  # pragma: no cover - only before `make`
+    raise ImportError("_ext.upsample is not built: run `make` in the project root (%s)"
+                      % error) from error
+
+built_with_cuda = bool(lib.ext_built_with_cuda())
+
+COORDINATE_MODES = {"half_pixel": lib.UPSAMPLE_HALF_PIXEL,
+                    "align_corners": lib.UPSAMPLE_ALIGN_CORNERS,
+                    "asymmetric": lib.UPSAMPLE_ASYMMETRIC}
+
+
+def _require_tensor(fn, name, x):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (fn, name, type(x).__name__))
+
+
+def _mode_name(fn, coordinate_mode, align_corners):
+    """The coordinate mode that coordinate_mode and torch's align_corners ask for."""
+    if align_corners is not None and not isinstance(align_corners, bool):
+        raise TypeError("%s: align_corners must be True, False or None, got %r"
+                        % (fn, align_corners))
+    if coordinate_mode is None:
+        return "align_corners" if align_corners else "half_pixel"
+    if not isinstance(coordinate_mode, str) or coordinate_mode not in COORDINATE_MODES:
+        raise ValueError("%s: coordinate_mode must be 'half_pixel', 'align_corners' or "
+                         "'asymmetric', got %r" % (fn, coordinate_mode))
+    if align_corners is not None and align_corners != (coordinate_mode == "align_corners"):
+        raise ValueError("%s: align_corners=%r contradicts coordinate_mode=%r; give one of them"
+                         % (fn, align_corners, coordinate_mode))
+    return coordinate_mode
+
+
+def _pair(fn, name, value, kind):
+    """value as an (h, w) pair of `kind` (numbers.Integral or numbers.Real)."""
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(values) != 2 or not all(isinstance(v, kind) and not isinstance(v, bool)
+                                   for v in values):
+        what = "an int or a pair of ints" if kind is numbers.Integral else \
+            "a number or a pair of numbers"
+        raise TypeError("%s: %s must be %s, got %r" % (fn, name, what, value))
+    return values
+
+
+def _scales(fn, scale_factor, recompute_scale_factor):
+    """(scale_h, scale_w) as the kernels take them: 0 for "none"."""
+    if scale_factor is None or recompute_scale_factor:
+        return 0.0, 0.0
+    return tuple(float(s) for s in _pair(fn, "scale_factor", scale_factor, numbers.Real))
+
+
+def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor=None,
+                fn="upsample_bilinear"):
+    """(OH, OW) for an input of spatial size input_size = (H, W), as
+    torch.nn.functional.interpolate computes it."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError("%s: give exactly one of size and scale_factor" % fn)
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError("%s: recompute_scale_factor is not meaningful with an explicit "
+                             "size" % fn)
+        out = _pair(fn, "size", size, numbers.Integral)
+        if min(out) < 1:
+            raise ValueError("%s: size must be positive, got %r" % (fn, size))
+        return tuple(int(s) for s in out)
+    scales = _pair(fn, "scale_factor", scale_factor, numbers.Real)
+    if not all(math.isfinite(s) and s > 0 for s in scales):
+        raise ValueError("%s: scale_factor must be positive and finite, got %r"
+                         % (fn, scale_factor))
+    return tuple(int(math.floor(float(n) * float(s))) for n, s in zip(input_size, scales))
+
+
+def _run(cpu_entry, cuda_entry, device_tensor, *args):
+    if device_tensor.is_cuda:
+        status = cuda_entry(*args, _ffi.cuda_stream(ffi, device_tensor))
+    else:
+        status = cpu_entry(*args)
+    _ffi.check(ffi, lib, status)
+
+
+def _forward(x, size, mode, scales):
+    fn = "upsample_bilinear"
+    shape = tuple(x.shape[:2]) + tuple(size) if x.dim() == 4 else (0,)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    _run(lib.upsample_bilinear_forward_cpu, lib.upsample_bilinear_forward_cuda, x,
+         _ffi.describe(ffi, fn, "input", x), _ffi.describe(ffi, fn, "output", out),
+         COORDINATE_MODES[mode], *scales)
+    return out
+
+
+def _backward(grad_output, input_size, mode, scales):
+    fn = "upsample_bilinear_backward"
+    shape = tuple(grad_output.shape[:2]) + tuple(input_size) if grad_output.dim() == 4 else (0,)
+    grad_input = torch.empty(shape, dtype=grad_output.dtype, device=grad_output.device)
+    _run(lib.upsample_bilinear_backward_cpu, lib.upsample_bilinear_backward_cuda, grad_output,
+         _ffi.describe(ffi, fn, "grad_output", grad_output),
+         _ffi.describe(ffi, fn, "grad_input", grad_input), COORDINATE_MODES[mode], *scales)
+    return grad_input
+
+
+class UpsampleBilinearFunction(torch.autograd.Function):
+    """UpsampleBilinearFunction.apply(x, size, coordinate_mode, scales): x
+    resampled to spatial size `size` = (OH, OW); scales = (scale_h, scale_w),
+    0 for none (upsample_bilinear() works these out)."""
+
+    @staticmethod
+    def forward(ctx, x, size, coordinate_mode, scales):
+        ctx.geometry = (tuple(x.shape[2:]), coordinate_mode, scales)
+        return _forward(x, size, coordinate_mode, scales)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        input_size, coordinate_mode, scales = ctx.geometry
+        grad_input = _backward(grad_output.contiguous(), input_size, coordinate_mode, scales)
+        return grad_input, None, None, None
+
+
+def upsample_bilinear(x, scale_factor=None, size=None, coordinate_mode=None, align_corners=None,
+                      recompute_scale_factor=None):
+    """Bilinear resampling of x (N, C, H, W); differentiable.
+
+    coordinate_mode: "half_pixel" (the default, torch's align_corners=False),
+    "align_corners" or "asymmetric" (TF1's default); see the module's
+    docstring. align_corners=True/False may be given instead, as to torch.
+    """
+    fn = "upsample_bilinear"
+    _require_tensor(fn, "input", x)
+    mode = _mode_name(fn, coordinate_mode, align_corners)
+    spatial = tuple(x.shape[2:]) if x.dim() == 4 else (1, 1)
+    size = output_size(spatial, scale_factor, size, recompute_scale_factor, fn)
+    return UpsampleBilinearFunction.apply(x, size, mode, _scales(fn, scale_factor,
+                                                                 recompute_scale_factor))
+
+
+def upsample_bilinear_backward(grad_output, input_size, scale_factor=None, coordinate_mode=None,
+                               align_corners=None, recompute_scale_factor=None):
+    """The gradient with respect to an input of spatial size input_size = (H,
+    W), from grad_output (N, C, OH, OW), for the forward call made with the
+    same scale_factor and mode; without autograd."""
+    fn = "upsample_bilinear_backward"
+    _require_tensor(fn, "grad_output", grad_output)
+    mode = _mode_name(fn, coordinate_mode, align_corners)
+    input_size = _pair(fn, "input_size", input_size, numbers.Integral)
+    return _backward(grad_output, input_size, mode,
+                     _scales(fn, scale_factor, recompute_scale_factor))
+
+
+class UpsampleBilinear(torch.nn.Module):
+    """nn.Module form of upsample_bilinear() (like torch.nn.Upsample)."""
+
+    def __init__(self, scale_factor=None, size=None, coordinate_mode=None, align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        fn = "UpsampleBilinear"
+        self.coordinate_mode = _mode_name(fn, coordinate_mode, align_corners)
+        output_size((1, 1), scale_factor, size, recompute_scale_factor, fn)
+        self.scale_factor, self.size = scale_factor, size
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x):
+        return upsample_bilinear(x, self.scale_factor, self.size, self.coordinate_mode,
+                                 recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = ("size=%r" % (self.size,) if self.size is not None
+                else "scale_factor=%r" % (self.scale_factor,))
+        return "%s, coordinate_mode=%r" % (what, self.coordinate_mode)

@@ -1,0 +1,162 @@
+/*
+ * gelu.c: the _ext.gelu shim: argument checks, the CPU implementation
+ * (OpenMP over contiguous ranges), and the calls into the CUDA launchers of
+ * cuda/gelu_kernel.cu. The formulas are in gelu_math.h, shared with the GPU.
+ */
+#include <stdint.h>
+
+#include "ext_check.h"
+#include "gelu.h"
+#include "gelu_math.h"
+#ifdef EXT_WITH_CUDA
+#include "cuda/ext_cuda.h"
+#include "cuda/gelu_kernel.h"
+#endif
+
+#define FLOAT_DTYPES (EXT_MASK(EXT_FLOAT32) | EXT_MASK(EXT_FLOAT64))
+
+/* Elements below which one thread is faster than waking the team. */
+#define GELU_PARALLEL_MIN 32768
+
+// ----------------------------------------------------------------------------
+// argument checks shared by the CPU and CUDA entry points
+
+static int check_approximate(const char *fn, int32_t approximate)
+{
+    if (approximate != GELU_NONE && approximate != GELU_TANH && approximate != GELU_SIGMOID)
+        return ext_fail(EXT_ERR_VALUE, "%s: approximate must be GELU_NONE (0), GELU_TANH (1) or "
+                        "GELU_SIGMOID (2), got %d", fn, (int)approximate);
+    return EXT_OK;
+}
+
+static int check_forward(const char *fn, const ext_tensor *input, const ext_tensor *output,
+                         int32_t approximate, int device_type)
+{
+    const ext_arg args[] = {{"input", input}, {"output", output}};
+    int st;
+    if ((st = ext_check_dtype(fn, "input", input, FLOAT_DTYPES)) ||
+        (st = ext_check_dtype(fn, "output", output, FLOAT_DTYPES)) ||
+        (st = ext_check_like(fn, "output", output, "input", input)) ||
+        (st = ext_check_devices(fn, args, 2, device_type, NULL)) ||
+        (st = ext_check_contiguous(fn, "input", input)) ||
+        (st = ext_check_contiguous(fn, "output", output)))
+        return st;
+    return check_approximate(fn, approximate);
+}
+
+static int check_backward(const char *fn, const ext_tensor *grad_output, const ext_tensor *input,
+                          const ext_tensor *grad_input, int32_t approximate, int device_type)
+{
+    const ext_arg args[] = {{"grad_output", grad_output}, {"input", input},
+                            {"grad_input", grad_input}};
+    int st;
+    if ((st = ext_check_dtype(fn, "grad_output", grad_output, FLOAT_DTYPES)) ||
+        (st = ext_check_dtype(fn, "input", input, FLOAT_DTYPES)) ||
+        (st = ext_check_dtype(fn, "grad_input", grad_input, FLOAT_DTYPES)) ||
+        (st = ext_check_like(fn, "grad_output", grad_output, "input", input)) ||
+        (st = ext_check_like(fn, "grad_input", grad_input, "input", input)) ||
+        (st = ext_check_devices(fn, args, 3, device_type, NULL)))
+        return st;
+    for (int i = 0; i < 3; i++)
+        if ((st = ext_check_contiguous(fn, args[i].name, args[i].t)))
+            return st;
+    return check_approximate(fn, approximate);
+}
+
+// ----------------------------------------------------------------------------
+// CPU implementation
+
+#define DEFINE_GELU_CPU(sfx, T)                                                               \
+    static void gelu_forward_##sfx(const T *x, T *y, int64_t n, int approximate)             \
+    {                                                                                         \
+        _Pragma("omp parallel for schedule(static) if (n >= GELU_PARALLEL_MIN)")              \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            y[i] = gelu_value_##sfx(x[i], approximate);                                       \
+    }                                                                                         \
+                                                                                              \
+    static void gelu_backward_##sfx(const T *dy, const T *x, T *dx, int64_t n,               \
+                                    int approximate)                                          \
+    {                                                                                         \
+        _Pragma("omp parallel for schedule(static) if (n >= GELU_PARALLEL_MIN)")              \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            dx[i] = dy[i] * gelu_slope_##sfx(x[i], approximate);                              \
+    }
+
+DEFINE_GELU_CPU(f32, float)
+DEFINE_GELU_CPU(f64, double)
+
+int gelu_forward_cpu(const ext_tensor *input, const ext_tensor *output, int32_t approximate)
+{
+    const char *fn = "gelu";
+    int st = check_forward(fn, input, output, approximate, EXT_CPU);
+    if (st)
+        return st;
+    int64_t n = ext_numel(input);
+    if (input->dtype == EXT_FLOAT32)
+        gelu_forward_f32(input->data, output->data, n, approximate);
+    else
+        gelu_forward_f64(input->data, output->data, n, approximate);
+    return EXT_OK;
+}
+
+int gelu_backward_cpu(const ext_tensor *grad_output, const ext_tensor *input,
+                      const ext_tensor *grad_input, int32_t approximate)
+{
+    const char *fn = "gelu_backward";
+    int st = check_backward(fn, grad_output, input, grad_input, approximate, EXT_CPU);
+    if (st)
+        return st;
+    int64_t n = ext_numel(input);
+    if (input->dtype == EXT_FLOAT32)
+        gelu_backward_f32(grad_output->data, input->data, grad_input->data, n, approximate);
+    else
+        gelu_backward_f64(grad_output->data, input->data, grad_input->data, n, approximate);
+    return EXT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// CUDA entry points
+
+#ifndef EXT_WITH_CUDA
+#define NO_CUDA_MESSAGE "%s: _ext.gelu was built without CUDA (nvcc was not found at build " \
+                        "time); rebuild with nvcc on PATH, or pass CPU tensors"
+#endif
+
+int gelu_forward_cuda(const ext_tensor *input, const ext_tensor *output, int32_t approximate,
+                      void *stream)
+{
+    const char *fn = "gelu";
+#ifndef EXT_WITH_CUDA
+    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+#else
+    int st = check_forward(fn, input, output, approximate, EXT_CUDA);
+    if (st)
+        return st;
+    int err = gelu_forward_launch(input->data, output->data, input->dtype, ext_numel(input),
+                                  approximate, input->device_index, stream);
+    if (err)
+        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
+                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+    return EXT_OK;
+#endif
+}
+
+int gelu_backward_cuda(const ext_tensor *grad_output, const ext_tensor *input,
+                       const ext_tensor *grad_input, int32_t approximate, void *stream)
+{
+    const char *fn = "gelu_backward";
+#ifndef EXT_WITH_CUDA
+    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+#else
+    int st = check_backward(fn, grad_output, input, grad_input, approximate, EXT_CUDA);
+    if (st)
+        return st;
+    int err = gelu_backward_launch(grad_output->data, input->data, grad_input->data,
+                                   input->dtype, ext_numel(input), approximate,
+                                   input->device_index, stream);
+    if (err)
+        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
+                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+    return EXT_OK;
+#endif
+}

@@ -1,0 +1,254 @@
+/*
+ * trilinear.c: the _ext.trilinear shim: argument checks, the CPU
+ * implementation (OpenMP over points), and the calls into the CUDA launchers
+ * of cuda/trilinear_kernel.cu. The weights and slopes are in
+ * trilinear_math.h, shared with the GPU.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "ext_check.h"
+#include "trilinear.h"
+#include "trilinear_math.h"
+#ifdef EXT_WITH_CUDA
+#include "cuda/ext_cuda.h"
+#include "cuda/trilinear_kernel.h"
+#endif
+
+#define FLOAT_DTYPES (EXT_MASK(EXT_FLOAT32) | EXT_MASK(EXT_FLOAT64))
+
+/* Feature values (N x F) below which one thread is faster than the team. */
+#define TRILINEAR_PARALLEL_MIN 16384
+
+// ----------------------------------------------------------------------------
+// argument checks shared by the CPU and CUDA entry points
+
+/* feats (N, 8, F) float, points (N, 3) of its dtype: the inputs of both passes. */
+static int check_inputs(const char *fn, const ext_tensor *feats, const ext_tensor *points)
+{
+    char shape[192], other[192];
+    int st;
+    if ((st = ext_check_dtype(fn, "feats", feats, FLOAT_DTYPES)) ||
+        (st = ext_check_dtype(fn, "points", points, EXT_MASK(feats->dtype))))
+        return st;
+    if (feats->ndim != 3 || feats->sizes[1] != 8)
+        return ext_fail(EXT_ERR_VALUE, "%s: feats must be (N, 8, F), got %s", fn,
+                        ext_shape_string(feats, shape, sizeof shape));
+    if (points->ndim != 2 || points->sizes[0] != feats->sizes[0] || points->sizes[1] != 3)
+        return ext_fail(EXT_ERR_VALUE, "%s: points is %s but feats is %s; points must be "
+                        "(N, 3) = (%lld, 3)", fn, ext_shape_string(points, shape, sizeof shape),
+                        ext_shape_string(feats, other, sizeof other),
+                        (long long)feats->sizes[0]);
+    return EXT_OK;
+}
+
+/* t (N, F), of feats' dtype, where N and F are feats' (N, 8, F). */
+static int check_rows(const char *fn, const char *name, const ext_tensor *t,
+                      const ext_tensor *feats)
+{
+    char shape[192], other[192];
+    int st;
+    if ((st = ext_check_dtype(fn, name, t, EXT_MASK(feats->dtype))))
+        return st;
+    if (t->ndim != 2 || t->sizes[0] != feats->sizes[0] || t->sizes[1] != feats->sizes[2])
+        return ext_fail(EXT_ERR_VALUE, "%s: %s is %s but feats is %s; %s must be (N, F) = "
+                        "(%lld, %lld)", fn, name, ext_shape_string(t, shape, sizeof shape),
+                        ext_shape_string(feats, other, sizeof other), name,
+                        (long long)feats->sizes[0], (long long)feats->sizes[2]);
+    return EXT_OK;
+}
+
+static int check_forward(const char *fn, const ext_tensor *feats, const ext_tensor *points,
+                         const ext_tensor *out, int device_type)
+{
+    const ext_arg args[] = {{"feats", feats}, {"points", points}, {"out", out}};
+    int st;
+    if ((st = check_inputs(fn, feats, points)) || (st = check_rows(fn, "out", out, feats)) ||
+        (st = ext_check_devices(fn, args, 3, device_type, NULL)))
+        return st;
+    for (int i = 0; i < 3; i++)
+        if ((st = ext_check_contiguous(fn, args[i].name, args[i].t)))
+            return st;
+    return EXT_OK;
+}
+
+static int check_backward(const char *fn, const ext_tensor *grad_out, const ext_tensor *feats,
+                          const ext_tensor *points, const ext_tensor *grad_feats,
+                          const ext_tensor *grad_points, int device_type)
+{
+    ext_arg args[5] = {{"feats", feats}, {"points", points}, {"grad_out", grad_out}};
+    int n_args = 3, st;
+    if ((st = check_inputs(fn, feats, points)) ||
+        (st = check_rows(fn, "grad_out", grad_out, feats)))
+        return st;
+    if (grad_feats == NULL && grad_points == NULL)
+        return ext_fail(EXT_ERR_VALUE, "%s: grad_feats and grad_points are both NULL; ask for "
+                        "at least one gradient", fn);
+    if (grad_feats) {
+        if ((st = ext_check_dtype(fn, "grad_feats", grad_feats, FLOAT_DTYPES)) ||
+            (st = ext_check_like(fn, "grad_feats", grad_feats, "feats", feats)))
+            return st;
+        args[n_args++] = (ext_arg){"grad_feats", grad_feats};
+    }
+    if (grad_points) {
+        if ((st = ext_check_dtype(fn, "grad_points", grad_points, FLOAT_DTYPES)) ||
+            (st = ext_check_like(fn, "grad_points", grad_points, "points", points)))
+            return st;
+        args[n_args++] = (ext_arg){"grad_points", grad_points};
+    }
+    if ((st = ext_check_devices(fn, args, n_args, device_type, NULL)))
+        return st;
+    for (int i = 0; i < n_args; i++)
+        if ((st = ext_check_contiguous(fn, args[i].name, args[i].t)))
+            return st;
+    return EXT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// CPU implementation
+
+/*
+ * Forward: out[n, f] from feats[n, 0..7, f] and points[n]. Backward:
+ * grad_feats[n, k, f] = grad_out[n, f] * corner weight k, and grad_points[n]
+ * = 1/2 sum_f grad_out[n, f] * d out[n, f] / d (u, v, w), summed in f order.
+ * Either gradient pointer may be NULL.
+ */
+#define DEFINE_TRILINEAR_CPU(sfx, T)                                                          \
+    static void trilinear_forward_##sfx(const T *feats, const T *points, T *out,             \
+                                        int64_t n_points, int64_t n_feats)                    \
+    {                                                                                         \
+        const int parallel = n_points * n_feats >= TRILINEAR_PARALLEL_MIN;                    \
+        _Pragma("omp parallel for schedule(static) if (parallel)")                            \
+        for (int64_t n = 0; n < n_points; n++) {                                              \
+            const trilinear_point_##sfx q = trilinear_point_##sfx##_at(points + 3 * n);       \
+            const T *cube = feats + n * 8 * n_feats;                                          \
+            for (int64_t f = 0; f < n_feats; f++) {                                           \
+                T corner[8];                                                                  \
+                for (int k = 0; k < 8; k++)                                                   \
+                    corner[k] = cube[k * n_feats + f];                                        \
+                out[n * n_feats + f] = trilinear_value_##sfx(&q, corner);                     \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+                                                                                              \
+    static void trilinear_backward_##sfx(const T *grad_out, const T *feats, const T *points, \
+                                         T *grad_feats, T *grad_points, int64_t n_points,     \
+                                         int64_t n_feats)                                     \
+    {                                                                                         \
+        const int parallel = n_points * n_feats >= TRILINEAR_PARALLEL_MIN;                    \
+        _Pragma("omp parallel for schedule(static) if (parallel)")                            \
+        for (int64_t n = 0; n < n_points; n++) {                                              \
+            const trilinear_point_##sfx q = trilinear_point_##sfx##_at(points + 3 * n);       \
+            const T *cube = feats + n * 8 * n_feats;                                          \
+            const T *grad_row = grad_out + n * n_feats;                                       \
+            if (grad_feats) {                                                                 \
+                T *grad_cube = grad_feats + n * 8 * n_feats;                                  \
+                for (int k = 0; k < 8; k++)                                                   \
+                    for (int64_t f = 0; f < n_feats; f++)                                     \
+                        grad_cube[k * n_feats + f] = q.corner[k] * grad_row[f];               \
+            }                                                                                 \
+            if (grad_points) {                                                                \
+                T sum[3] = {0, 0, 0};                                                         \
+                for (int64_t f = 0; f < n_feats; f++) {                                       \
+                    T corner[8], slope[3];                                                    \
+                    for (int k = 0; k < 8; k++)                                               \
+                        corner[k] = cube[k * n_feats + f];                                    \
+                    trilinear_slopes_##sfx(&q, corner, slope);                                \
+                    for (int i = 0; i < 3; i++)                                               \
+                        sum[i] += grad_row[f] * slope[i];                                     \
+                }                                                                             \
+                for (int i = 0; i < 3; i++)                                                   \
+                    grad_points[3 * n + i] = sum[i] / (T)2;                                   \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+DEFINE_TRILINEAR_CPU(f32, float)
+DEFINE_TRILINEAR_CPU(f64, double)
+
+static void *data_or_null(const ext_tensor *t) { return t ? t->data : NULL; }
+
+int trilinear_forward_cpu(const ext_tensor *feats, const ext_tensor *points,
+                          const ext_tensor *out)
+{
+    const char *fn = "trilinear_interpolation";
+    int st = check_forward(fn, feats, points, out, EXT_CPU);
+    if (st)
+        return st;
+    int64_t n_points = feats->sizes[0], n_feats = feats->sizes[2];
+    if (feats->dtype == EXT_FLOAT32)
+        trilinear_forward_f32(feats->data, points->data, out->data, n_points, n_feats);
+    else
+        trilinear_forward_f64(feats->data, points->data, out->data, n_points, n_feats);
+    return EXT_OK;
+}
+
+int trilinear_backward_cpu(const ext_tensor *grad_out, const ext_tensor *feats,
+                           const ext_tensor *points, const ext_tensor *grad_feats,
+                           const ext_tensor *grad_points)
+{
+    const char *fn = "trilinear_interpolation_backward";
+    int st = check_backward(fn, grad_out, feats, points, grad_feats, grad_points, EXT_CPU);
+    if (st)
+        return st;
+    int64_t n_points = feats->sizes[0], n_feats = feats->sizes[2];
+    if (feats->dtype == EXT_FLOAT32)
+        trilinear_backward_f32(grad_out->data, feats->data, points->data,
+                               data_or_null(grad_feats), data_or_null(grad_points), n_points,
+                               n_feats);
+    else
+        trilinear_backward_f64(grad_out->data, feats->data, points->data,
+                               data_or_null(grad_feats), data_or_null(grad_points), n_points,
+                               n_feats);
+    return EXT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// CUDA entry points
+
+#ifndef EXT_WITH_CUDA
+#define NO_CUDA_MESSAGE "%s: _ext.trilinear was built without CUDA (nvcc was not found at " \
+                        "build time); rebuild with nvcc on PATH, or pass CPU tensors"
+#endif
+
+int trilinear_forward_cuda(const ext_tensor *feats, const ext_tensor *points,
+                           const ext_tensor *out, void *stream)
+{
+    const char *fn = "trilinear_interpolation";
+#ifndef EXT_WITH_CUDA
+    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+#else
+    int st = check_forward(fn, feats, points, out, EXT_CUDA);
+    if (st)
+        return st;
+    int err = trilinear_forward_launch(feats->data, points->data, out->data, feats->dtype,
+                                       feats->sizes[0], feats->sizes[2], feats->device_index,
+                                       stream);
+    if (err)
+        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
+                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+    return EXT_OK;
+#endif
+}
+
+int trilinear_backward_cuda(const ext_tensor *grad_out, const ext_tensor *feats,
+                            const ext_tensor *points, const ext_tensor *grad_feats,
+                            const ext_tensor *grad_points, void *stream)
+{
+    const char *fn = "trilinear_interpolation_backward";
+#ifndef EXT_WITH_CUDA
+    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+#else
+    int st = check_backward(fn, grad_out, feats, points, grad_feats, grad_points, EXT_CUDA);
+    if (st)
+        return st;
+    int err = trilinear_backward_launch(grad_out->data, feats->data, points->data,
+                                        data_or_null(grad_feats), data_or_null(grad_points),
+                                        feats->dtype, feats->sizes[0], feats->sizes[2],
+                                        feats->device_index, stream);
+    if (err)
+        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
+                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+    return EXT_OK;
+#endif
+}

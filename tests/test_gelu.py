@@ -1,0 +1,289 @@
+"""_ext.gelu against torch.nn.functional.gelu ("none", "tanh") and the seed's
+x * sigmoid(1.702 x) ("sigmoid"), forward and backward; gradcheck; every
+error of the shim; CUDA against the CPU on a GPU machine."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from _ext import _ffi, gelu
+from cpu_only_build import build_cpu_only, run_python
+
+MODES = ["none", "tanh", "sigmoid"]
+SHAPES = [(0,), (1,), (7,), (4, 5), (3, 0, 2), (2, 3, 5, 7), (1000003,)]
+
+
+def reference_gelu(x, approximate):
+    """What each mode must equal, through torch's own autograd."""
+    if approximate == "sigmoid":  # the seed's formula
+        return x * torch.sigmoid(1.702 * x)
+    return F.gelu(x, approximate=approximate)
+
+
+def sample(rng, shape, dtype=torch.float64, device="cpu", spread=True):
+    """Normal values; with `spread`, at three scales so both tails are exercised."""
+    x = rng.standard_normal(shape)
+    if spread:
+        x = x * rng.choice([0.1, 1.0, 4.0], size=shape)
+    return torch.from_numpy(x).to(dtype=dtype, device=device)
+
+
+def tolerances(dtype):
+    """float64: a few ulps. float32: float32 accuracy near the steep parts, where
+    erf, tanh and exp of two libraries (or of the GPU) differ by an ulp or two
+    and 1 + tanh(..) cancels."""
+    return dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+
+
+def reference_in_float64(fn, *tensors):
+    """fn evaluated in float64 on the (possibly float32) inputs, cast back."""
+    return fn(*(t.double() for t in tensors)).to(tensors[0].dtype)
+
+
+# ---------------------------------------------------------------------------
+# forward and backward against the references (CPU)
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_matches_reference(rng, approximate, dtype, shape):
+    x = sample(rng, shape, dtype)
+    y = gelu.gelu(x, approximate)
+    assert y.shape == x.shape and y.dtype == dtype
+    expected = reference_in_float64(lambda t: reference_gelu(t, approximate), x)
+    torch.testing.assert_close(y, expected, **tolerances(dtype))
+    torch.testing.assert_close(y, reference_gelu(x, approximate), **tolerances(dtype))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_backward_matches_reference(rng, approximate, dtype, shape):
+    x = sample(rng, shape, dtype).requires_grad_()
+    grad = sample(rng, shape, dtype, spread=False)
+    (ours,) = torch.autograd.grad(gelu.gelu(x, approximate), x, grad)
+    x64 = x.detach().double().requires_grad_()
+    (theirs,) = torch.autograd.grad(reference_gelu(x64, approximate), x64, grad.double())
+    torch.testing.assert_close(ours, theirs.to(dtype), **tolerances(dtype))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_special_values(approximate):
+    """Zeros, large magnitudes, infinities and NaN behave as the reference."""
+    x = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 30.0, -30.0, 1e4, -1e4, float("inf"),
+                      float("-inf"), float("nan")], dtype=torch.float64)
+    torch.testing.assert_close(gelu.gelu(x, approximate), reference_gelu(x, approximate),
+                               equal_nan=True, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_gradcheck_cpu(rng, approximate):
+    x = sample(rng, (3, 17)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: gelu.gelu(t, approximate), (x,))
+
+
+def test_raw_entry_points_match_autograd(rng):
+    x, grad = sample(rng, (5, 6)), sample(rng, (5, 6))
+    torch.testing.assert_close(gelu.gelu_forward(x, "tanh"), F.gelu(x, approximate="tanh"),
+                               rtol=1e-12, atol=1e-12)
+    xr = x.clone().requires_grad_()
+    (expected,) = torch.autograd.grad(F.gelu(xr), xr, grad)
+    torch.testing.assert_close(gelu.gelu_backward(grad, x), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_module(rng):
+    layer = gelu.GELU(approximate="tanh")
+    assert "approximate='tanh'" in repr(layer)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6).double(), layer)
+    x = sample(rng, (3, 4))
+    torch.testing.assert_close(model(x), F.gelu(model[0](x), approximate="tanh"))
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None and torch.isfinite(model[0].weight.grad).all()
+
+
+def test_non_contiguous_grad_output_is_made_contiguous(rng):
+    """Autograd may hand backward an expanded gradient (e.g. from sum())."""
+    x = sample(rng, (4, 5)).requires_grad_()
+    gelu.gelu(x).sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    F.gelu(xr).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# errors
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float16, torch.bool])
+def test_wrong_dtype(dtype):
+    names = {torch.int64: "int64", torch.float16: "float16", torch.bool: "bool"}
+    with pytest.raises(TypeError, match="gelu: input must be float32 or float64, got %s"
+                       % names[dtype]):
+        gelu.gelu(torch.zeros(3, dtype=dtype))
+
+
+def test_non_contiguous_input():
+    with pytest.raises(ValueError, match=r"gelu: input must be contiguous \(call .contiguous"):
+        gelu.gelu(torch.zeros(4, 6)[:, ::2])
+
+
+@pytest.mark.parametrize("approximate", ["tanh_", "erf", None, 1])
+def test_unknown_approximation(approximate):
+    with pytest.raises(ValueError, match="gelu: approximate must be 'none', 'tanh' or "
+                                         "'sigmoid', got %r" % (approximate,)):
+        gelu.gelu(torch.zeros(3), approximate)
+    with pytest.raises(ValueError, match="GELU: approximate must be"):
+        gelu.GELU(approximate)
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="gelu: input must be a torch.Tensor, got list"):
+        gelu.gelu_forward([1.0, 2.0])
+    with pytest.raises(TypeError, match="gelu: input must be a torch.Tensor, got ndarray"):
+        gelu.gelu_forward(np.zeros(3))
+
+
+@pytest.mark.parametrize("grad,message,error", [
+    (torch.zeros(3, 2), r"gelu_backward: grad_output is \(3, 2\) but input is \(2, 3\); they "
+                        "must match", ValueError),
+    (torch.zeros(6), r"gelu_backward: grad_output is \(6,\) but input is \(2, 3\)", ValueError),
+    (torch.zeros(2, 3, dtype=torch.float64), "gelu_backward: grad_output must be float32 like "
+                                             "input, got float64", TypeError),
+    (torch.zeros(2, 6)[:, ::2], "gelu_backward: grad_output must be contiguous", ValueError),
+])
+def test_backward_argument_errors(grad, message, error):
+    with pytest.raises(error, match=message):
+        gelu.gelu_backward(grad, torch.zeros(2, 3))
+
+
+def test_shim_checks_the_output_it_is_given():
+    """The C entry points are public through cffi: a wrong output is refused."""
+    fn = "gelu"
+    x = torch.zeros(2, 3)
+    for out, message in ((torch.zeros(3, 2), r"output is \(3, 2\) but input is \(2, 3\)"),
+                         (torch.zeros(2, 3, dtype=torch.float64), "output must be float32 like "
+                                                                  "input, got float64")):
+        status = gelu.lib.gelu_forward_cpu(_ffi.describe(gelu.ffi, fn, "input", x),
+                                           _ffi.describe(gelu.ffi, fn, "output", out), 0)
+        with pytest.raises((TypeError, ValueError), match="gelu: " + message):
+            _ffi.check(gelu.ffi, gelu.lib, status)
+    status = gelu.lib.gelu_forward_cpu(_ffi.describe(gelu.ffi, fn, "input", x),
+                                       _ffi.describe(gelu.ffi, fn, "output", torch.zeros(2, 3)),
+                                       7)
+    with pytest.raises(ValueError, match=r"gelu: approximate must be GELU_NONE \(0\), GELU_TANH "
+                                         r"\(1\) or GELU_SIGMOID \(2\), got 7"):
+        _ffi.check(gelu.ffi, gelu.lib, status)
+
+
+def test_cuda_entry_point_refuses_cpu_tensors():
+    x = torch.zeros(2, 3)
+    args = (_ffi.describe(gelu.ffi, "gelu", "input", x),
+            _ffi.describe(gelu.ffi, "gelu", "output", torch.zeros(2, 3)), 0, gelu.ffi.NULL)
+    expected = ("input is on cpu; gelu needs CUDA tensors" if gelu.built_with_cuda
+                else "built without CUDA")
+    with pytest.raises(RuntimeError, match="gelu: " + expected):
+        _ffi.check(gelu.ffi, gelu.lib, gelu.lib.gelu_forward_cuda(*args))
+
+
+def test_cpu_only_build_says_so(tmp_path):
+    build_cpu_only(tmp_path, "gelu")
+    probe = ("import torch\nfrom _ext import gelu, _ffi\nassert not gelu.built_with_cuda\n"
+             "x = torch.zeros(3)\n"
+             "args = [_ffi.describe(gelu.ffi, 'gelu', n, x) for n in ('input', 'output')]\n"
+             "try:\n    _ffi.check(gelu.ffi, gelu.lib, gelu.lib.gelu_forward_cuda(*args, 0,"
+             " gelu.ffi.NULL))\nexcept RuntimeError as e:\n    print(e)\n"
+             "print(gelu.gelu(torch.ones(2)).tolist())\n")
+    out = run_python(tmp_path, probe)
+    assert "gelu: _ext.gelu was built without CUDA" in out
+    assert "[0.841344" in out  # the CPU path of the same build works
+
+
+# ---------------------------------------------------------------------------
+# CUDA (GPU machine)
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES + [(1 << 22) + 3])
+def test_cuda_equals_cpu(rng, approximate, dtype, shape):
+    x = sample(rng, shape, dtype)
+    grad = sample(rng, shape, dtype, spread=False)
+    y_cpu = gelu.gelu_forward(x, approximate)
+    y_gpu = gelu.gelu_forward(x.cuda(), approximate)
+    torch.testing.assert_close(y_gpu.cpu(), y_cpu, **tolerances(dtype))
+    torch.testing.assert_close(gelu.gelu_backward(grad.cuda(), x.cuda(), approximate).cpu(),
+                               gelu.gelu_backward(grad, x, approximate), **tolerances(dtype))
+    torch.testing.assert_close(y_gpu, reference_gelu(x.cuda(), approximate), **tolerances(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_cuda_misaligned_views(rng, offset):
+    """Views that start off a 16-byte boundary take the scalar kernels."""
+    n = 1031
+    storage = sample(rng, (n + offset,), torch.float32, "cuda")
+    x = storage[offset:]
+    grad = sample(rng, (n + offset,), torch.float32, "cuda", spread=False)[offset:]
+    torch.testing.assert_close(gelu.gelu_forward(x).cpu(), gelu.gelu_forward(x.cpu()),
+                               **tolerances(torch.float32))
+    torch.testing.assert_close(gelu.gelu_backward(grad, x).cpu(),
+                               gelu.gelu_backward(grad.cpu(), x.cpu()),
+                               **tolerances(torch.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_gradcheck_cuda(rng, approximate):
+    x = sample(rng, (5, 13), device="cuda").requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: gelu.gelu(t, approximate), (x,))
+
+
+@pytest.mark.gpu
+def test_cuda_runs_on_the_current_stream(rng):
+    """Input written on a side stream behind a long sleep must be waited for."""
+    host = sample(rng, (1 << 20,), torch.float32).pin_memory()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.zeros(1 << 20, device="cuda")
+        torch.cuda._sleep(200_000_000)
+        x.copy_(host, non_blocking=True)
+        y = gelu.gelu_forward(x)
+    side.synchronize()
+    torch.testing.assert_close(y.cpu(), F.gelu(host), **tolerances(torch.float32))
+
+
+@pytest.mark.gpu
+def test_cuda_device_errors():
+    with pytest.raises(RuntimeError, match="gelu_backward: grad_output is on cpu; gelu_backward "
+                                           "needs CUDA tensors"):
+        gelu.gelu_backward(torch.zeros(3), torch.zeros(3, device="cuda"))
+    with pytest.raises(RuntimeError, match="gelu_backward: grad_output is on cuda:0; "
+                                           "gelu_backward needs CPU tensors"):
+        gelu.gelu_backward(torch.zeros(3, device="cuda"), torch.zeros(3))
+    with pytest.raises(TypeError, match="gelu: input must be float32 or float64, got int32"):
+        gelu.gelu(torch.zeros(3, dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match="gelu: input must be contiguous"):
+        gelu.gelu(torch.zeros(4, 4, device="cuda").t())
+
+
+@pytest.mark.gpu
+def test_cuda_error_is_an_exception():
+    """A CUDA failure in the launcher (no device 99) is a RuntimeError, and the
+    process goes on."""
+    x = torch.zeros(8, device="cuda")
+    descs = [_ffi.describe(gelu.ffi, "gelu", name, t) for name, t in
+             (("input", x), ("output", torch.empty_like(x)))]
+    for desc in descs:
+        desc.device_index = 99
+    with pytest.raises(RuntimeError, match="gelu: CUDA error: invalid device ordinal"):
+        _ffi.check(gelu.ffi, gelu.lib, gelu.lib.gelu_forward_cuda(*descs, 0, gelu.ffi.NULL))
+    assert torch.equal(gelu.gelu(x).cpu(), torch.zeros(8))
+
+
+@pytest.mark.gpu
+def test_cuda_empty():
+    for shape in ((0,), (3, 0)):
+        x = torch.zeros(shape, device="cuda", requires_grad=True)
+        y = gelu.gelu(x)
+        y.sum().backward()
+        assert y.shape == shape and x.grad.shape == shape
