@@ -27,7 +27,6 @@ rows; tests/test_bench_ops_interp.py runs it on the CPU with small sizes.
 
 import argparse
 import os
-import statistics
 import sys
 
 import torch
@@ -35,43 +34,14 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import gelu, trilinear, upsample  # noqa: E402
+from benchlib import copy_gbps as measure_copy  # noqa: E402
+from benchlib import cuda_event_timer  # noqa: E402
 
 ISSUE_SIZES = dict(trilinear=(65_536, 256), upsample=(8, 64, 256, 256), upsample_scale=2,
                    gelu=1 << 26)
-
-
-def cuda_event_timer(warmup=3, repeat=20, flush_bytes=256 << 20):
-    """timer(fn): the median ms of fn() on the current CUDA stream, timed with
-    CUDA events after `warmup` calls; a `flush_bytes` buffer is rewritten
-    before each timed call so that no run starts with its data in L2."""
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
-
-    def timer(fn):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(repeat):
-            flush.fill_(1)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
-
-    return timer
-
-
-def copy_bandwidth(timer, device="cuda", nbytes=1 << 30):
-    """GB/s of a device-to-device copy of nbytes, counting read + write."""
-    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    ms = timer(lambda: dst.copy_(src))
-    return 2 * nbytes / (ms * 1e6)
 
 
 def seed_trilinear(feats, points):
@@ -182,7 +152,7 @@ def bench_interp(timer, device="cuda", sizes=None, copy_gbps=None):
     divides by (measured here when not given)."""
     sizes = dict(ISSUE_SIZES, **(sizes or {}))
     if copy_gbps is None:
-        copy_gbps = copy_bandwidth(timer, device)
+        copy_gbps = measure_copy(timer, device)
     rows = (bench_trilinear(timer, device, *sizes["trilinear"])
             + bench_upsample(timer, device, tuple(sizes["upsample"]), sizes["upsample_scale"])
             + bench_gelu(timer, device, sizes["gelu"]))
@@ -212,7 +182,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench_ops_interp.py: needs a CUDA device (torch sees none)")
     timer = cuda_event_timer()
-    copy_gbps = copy_bandwidth(timer)
+    copy_gbps = measure_copy(timer)
     rows = bench_interp(timer, copy_gbps=copy_gbps)
     print(format_table(rows, copy_gbps, torch.cuda.get_device_name()))
 

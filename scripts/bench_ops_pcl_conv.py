@@ -33,7 +33,6 @@ read plus written), the practical ceiling.
 """
 
 import os
-import statistics
 import sys
 
 import torch
@@ -41,46 +40,19 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import conv, pcl  # noqa: E402
+from benchlib import copy_gbps, cuda_event_timer  # noqa: E402
 
 CONV_RADII = (1, 2, 3, 5, 7)
 CONV_CASES = (("4096 x 4096", (4096, 4096)), ("64 x 3 x 512 x 512", (64, 3, 512, 512)))
 PCL_CASES = ((4096, 21, 64), (65536, 81, 512))
-L2_FLUSH_BYTES = 256 << 20
-
-
-def cuda_event_timer(warmup=5, repeat=30, device="cuda"):
-    """timer(fn): fn's median time in ms, from CUDA events around each run,
-    after `warmup` runs, with L2 flushed (a 256 MB write) before each run."""
-    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-
-    def timer(fn):
-        for _ in range(warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
-        for start, end in zip(starts, ends):
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends))
-
-    return timer
-
-
 def relative_diff(ours, peer):
     peer = peer.double()
     scale = float(peer.abs().max()) or 1.0
     return float((ours.double() - peer).abs().max()) / scale
 
-
-def copy_gbps(timer, n_bytes=1 << 30):
-    src = torch.empty(n_bytes // 4, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    return 2 * n_bytes / timer(lambda: dst.copy_(src)) / 1e6
 
 
 # ---------------------------------------------------------------------------
@@ -205,7 +177,7 @@ def main():
     if not (conv.built_with_cuda and pcl.built_with_cuda):
         sys.exit("bench_ops_pcl_conv.py: _ext.conv and _ext.pcl were built without CUDA; "
                  "run make with nvcc on PATH")
-    rows = bench_pcl_conv(cuda_event_timer())
+    rows = bench_pcl_conv(cuda_event_timer(warmup=5, repeat=30))
     if not all(row["ok"] for row in rows):
         sys.exit("bench_ops_pcl_conv.py: some results differ from their peer (MISMATCH above)")
 

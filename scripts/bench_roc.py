@@ -30,48 +30,25 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import roc  # noqa: E402
+from benchlib import copy_gbps, cuda_event_timer, write_section  # noqa: E402
 
 BLOG_LIBRARY = os.path.join(ROOT, "build", "libroc_blog.so")
 
 
 # ---------------------------------------------------------------------------
-# timing
-
-class Timer:
-    """Median of CUDA-event times after warm-up; L2 flushed before each run."""
-
-    def __init__(self, repeats, warmup=1):
-        self.repeats, self.warmup = repeats, warmup
-        self.flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn, repeats=None):
-        for _ in range(self.warmup):
-            fn()
-        times = []
-        for _ in range(repeats or self.repeats):
-            self.flush.zero_()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return float(np.median(times))
-
+# ceilings
 
 def ceilings(timer):
     """Measured copy bandwidth (bytes read + written per second) and fp32 GEMM
     rate (FLOP per second, TF32 off)."""
-    src = torch.empty(1 << 29, dtype=torch.float32, device="cuda").uniform_()
-    dst = torch.empty_like(src)
-    copy_ms = timer(lambda: dst.copy_(src))
     a = torch.randn(8192, 8192, device="cuda")
     b = torch.randn(8192, 8192, device="cuda")
     gemm_ms = timer(lambda: torch.matmul(a, b))
-    del src, dst, a, b
-    return 2 * (1 << 29) * 4 / (copy_ms / 1e3), 2 * 8192 ** 3 / (gemm_ms / 1e3)
+    del a, b
+    return copy_gbps(timer) * 1e9, 2 * 8192 ** 3 / (gemm_ms / 1e3)
 
 
 # ---------------------------------------------------------------------------
@@ -245,7 +222,7 @@ def workload_matrix(timer, n_query, n_gallery, dim, targets, quick):
                              (None, "torchmetrics binary_roc, exact")):
         fn = torchmetrics_roc(thresholds)
         if fn is not None and not quick:
-            table.add(name, timer(lambda: fn(score, genuine), repeats=3), "bytes",
+            table.add(name, timer(lambda: fn(score, genuine), repeat=3), "bytes",
                       "sigmoids scores outside [0, 1]")
     table.add("scikit-learn roc_curve (CPU)", sklearn_scaled(score, genuine), "-",
               "1/100 of the rows, time x 100")
@@ -262,7 +239,7 @@ def workload_matrix(timer, n_query, n_gallery, dim, targets, quick):
     targets["exact"] = table.add("evaluate exact, score matrix", timer(lambda: roc.evaluate(
         labels_q, labels_g, score=score)), "bytes")
     table.add("roc_curve (sklearn's points), score matrix", timer(lambda: roc.roc_curve(
-        labels_q, labels_g, score=score), repeats=3), "bytes")
+        labels_q, labels_g, score=score), repeat=3), "bytes")
 
     table.add("fp32 GEMM alone (torch.matmul)", timer(lambda: torch.matmul(feat_q, feat_g.T)),
               "flop", "TF32 off")
@@ -318,15 +295,15 @@ def workload_features(timer, n_query, n_gallery, dim, targets):
         chunked(n_query, step, lambda a, b: histc_pair(
             torch.matmul(unit_q[a:b], unit_g_t, out=out[:b - a]), labels_q[a:b], labels_g))
 
-    table.add("fp32 GEMM alone (chunked torch.matmul)", timer(gemm_alone, repeats=3), "flop",
+    table.add("fp32 GEMM alone (chunked torch.matmul)", timer(gemm_alone, repeat=3), "flop",
               "TF32 off")
-    table.add("torch matmul + histc pair, chunked", timer(matmul_histc, repeats=3), "flop")
+    table.add("torch matmul + histc pair, chunked", timer(matmul_histc, repeat=3), "flop")
     report = {}
     for mode in ("binned", "exact"):
         def run(mode=mode):
             report[mode] = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g,
                                         mode=mode)
-        ms = timer(run, repeats=3)
+        ms = timer(run, repeat=3)
         targets["1e10 " + mode] = table.add(
             "evaluate %s, from features" % mode, ms, "flop", "evaluator's device memory peak "
             "%.0f MiB" % (report[mode].device_bytes_peak / 2**20))
@@ -376,7 +353,7 @@ def main(argv=None):
         sys.exit("bench_roc.py: needs a CUDA device and a CUDA build")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    timer = Timer(repeats=3 if args.quick else 9)
+    timer = cuda_event_timer(warmup=1, repeat=3 if args.quick else 9)
     copy_bw, gemm_rate = ceilings(timer)
     device = torch.cuda.get_device_name()
     print("%s: copy %.0f GB/s (read + write), fp32 GEMM %.1f TFLOP/s (TF32 off)"
@@ -430,22 +407,8 @@ def main(argv=None):
         for table in tables:
             body += [table.markdown(copy_bw, gemm_rate), ""]
         body += ["### Targets", "", summary, ""]
-        write_section(args.markdown, "\n".join(body))
+        write_section(args.markdown, "bench_roc.py", "\n".join(body))
         print("wrote", args.markdown)
-
-
-def write_section(path, section):
-    """Replaces this script's section of the file, keeping the others."""
-    marker_start, marker_end = "<!-- bench_roc.py start -->", "<!-- bench_roc.py end -->"
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n"
-    block = "%s\n%s\n%s" % (marker_start, section, marker_end)
-    if marker_start in text:
-        head, rest = text.split(marker_start, 1)
-        text = head + block + rest.split(marker_end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
 
 
 if __name__ == "__main__":

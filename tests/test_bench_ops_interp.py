@@ -30,7 +30,7 @@ def wall_clock_timer(fn):
 def test_bench_interp_rows_on_cpu():
     bench = load_script()
     sizes = dict(trilinear=(64, 8), upsample=(1, 2, 8, 8), upsample_scale=2, gelu=1000)
-    copy_gbps = bench.copy_bandwidth(wall_clock_timer, "cpu", nbytes=1 << 16)
+    copy_gbps = bench.measure_copy(wall_clock_timer, "cpu", nbytes=1 << 16)
     assert copy_gbps > 0
     rows = bench.bench_interp(wall_clock_timer, device="cpu", sizes=sizes, copy_gbps=copy_gbps)
     variants = [(r["op"], r["variant"]) for r in rows]

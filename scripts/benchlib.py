@@ -1,0 +1,56 @@
+"""What the benchmark scripts share: CUDA-event timing with L2 flushed, the
+measured copy bandwidth they divide by, and writing a script's own section
+of BENCHMARKS.md.
+"""
+
+import os
+import statistics
+
+import torch
+
+
+def cuda_event_timer(warmup=3, repeat=20, flush_bytes=256 << 20, device="cuda"):
+    """timer(fn, repeat=None): the median ms of fn() on the current stream,
+    timed with CUDA events after `warmup` calls; a `flush_bytes` buffer is
+    rewritten before each timed call so that no run starts with its data in L2."""
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
+
+    def timer(fn, repeat=repeat):
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeat):
+            flush.fill_(1)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    return timer
+
+
+def copy_gbps(timer, device="cuda", nbytes=1 << 30):
+    """GB/s of a device-to-device copy of nbytes, counting bytes read + written."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    ms = timer(lambda: dst.copy_(src))
+    return 2 * nbytes / (ms * 1e6)
+
+
+def write_section(path, name, section):
+    """Replaces the section of `path` that script `name` wrote last, keeping the
+    others (each section sits between markers naming its script)."""
+    start, end = "<!-- %s start -->" % name, "<!-- %s end -->" % name
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "%s\n%s\n%s" % (start, section.rstrip("\n"), end)
+    if start in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
