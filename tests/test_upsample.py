@@ -212,6 +212,10 @@ def onnxruntime_resize(x, scales=None, sizes=None, mode="asymmetric"):
                             coordinate_transformation_mode=mode)
     graph = helper.make_graph([node], "resize", inputs, [output], initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    # IR version 8 (ONNX 1.10) is all opset 13 needs and every onnxruntime since
+    # 1.10 reads it; onnx's newest default can be newer than the onnxruntime
+    # installed beside it
+    model.ir_version = 8
     onnx.checker.check_model(model)
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])

@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int64_t kSegment = 2048;
-constexpr int kBatch = 8; /* 16-byte loads a lane has in flight before counting them */
+constexpr int kBatch = 4; /* 16-byte loads a lane has in flight before counting them */
 /* A block's pairs stay below 2^31, so its 32-bit shared counters cannot wrap. */
 constexpr int64_t kMaxPairsPerBlock = int64_t(1) << 31;
 
