@@ -106,12 +106,15 @@ $(VENV)/.installed: requirements.txt
 # stamp is written only once `import mxnet` works and mx.nd.histogram runs.
 $(MXNET_VENV): $(MXNET_STAMP)
 
+# A venv left half-made (pip failed) would pass for MXNet's interpreter, so a
+# failure removes it (and compare_mxnet.py trusts .venv-mxnet only with the stamp).
 $(MXNET_STAMP): requirements-mxnet.txt
 	rm -rf $(MXNET_VENV)
-	$(MXNET_BOOTSTRAP_PYTHON) -m venv $(MXNET_VENV)
-	$(MXNET_VENV)/bin/python -m pip install --quiet -r requirements-mxnet.txt
+	$(MXNET_BOOTSTRAP_PYTHON) -m venv $(MXNET_VENV) && \
+	$(MXNET_VENV)/bin/python -m pip install --quiet -r requirements-mxnet.txt && \
 	$(MXNET_VENV)/bin/python -c "import mxnet as mx; \
-	    mx.nd.histogram(mx.nd.array([0.5]), bins=mx.nd.array([0.0, 1.0]))[0].asnumpy()"
+	    mx.nd.histogram(mx.nd.array([0.5]), bins=mx.nd.array([0.0, 1.0]))[0].asnumpy()" \
+	    || { rm -rf $(MXNET_VENV); exit 1; }
 	touch $@
 
 # For make test: set up .venv-mxnet if it is not, tolerating failure (the

@@ -42,6 +42,7 @@ sys.path.insert(0, ROOT)
 SCRIPT = "compare_mxnet.py"
 MXNET_SIDE = os.path.join(ROOT, "scripts", "mxnet_roc.py")
 DEFAULT_MXNET_PYTHON = os.path.join(ROOT, ".venv-mxnet", "bin", "python")
+MXNET_STAMP = os.path.join(ROOT, ".venv-mxnet", ".installed")  # the Makefile's
 DEFAULT_FARS = (1e-4, 1e-3, 1e-2, 1e-1)
 NUM_BINS = 1024
 UNIT_ROUNDOFF = 2.0 ** -24  # float32
@@ -229,13 +230,24 @@ def tar_at_far(histo_all, histo_genuine, fars):
 # ---------------------------------------------------------------------------
 # the two sides
 
-def run_mxnet(python, inputs, nbins, workdir):
-    """Runs scripts/mxnet_roc.py with MXNet's interpreter on the checked
-    inputs; returns (Side, description of its versions)."""
+def find_mxnet_python(python):
+    """The interpreter to run the MXNet side with (a path or a command), or
+    InputError saying why there is none. .venv-mxnet counts only once the
+    Makefile has stamped it complete."""
     found = shutil.which(python)
     if found is None:
         raise InputError("no MXNet interpreter at %s: run `make .venv-mxnet` (installs MXNet "
                          "1.9.1 from PyPI into .venv-mxnet) or pass --mxnet-python" % python)
+    if os.path.abspath(found) == DEFAULT_MXNET_PYTHON and not os.path.exists(MXNET_STAMP):
+        raise InputError(".venv-mxnet is not completely set up (no .venv-mxnet/.installed): "
+                         "run `make .venv-mxnet`")
+    return found
+
+
+def run_mxnet(python, inputs, nbins, workdir):
+    """Runs scripts/mxnet_roc.py with MXNet's interpreter on the checked
+    inputs; returns (Side, description of its versions)."""
+    found = find_mxnet_python(python)
     feature_q, label_q, feature_g, label_g = inputs
     query, gallery = os.path.join(workdir, "query.npz"), os.path.join(workdir, "gallery.npz")
     out = os.path.join(workdir, "mxnet.npz")

@@ -3,7 +3,6 @@ the TAR rule without MXNet; the whole comparison with MXNet 1.9.1 where its
 environment (.venv-mxnet, or $MXNET_PYTHON) exists."""
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -16,7 +15,8 @@ from _ext import roc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from compare_mxnet import Side, account, tar_at_far  # noqa: E402
+from compare_mxnet import Side, account, find_mxnet_python, tar_at_far  # noqa: E402
+from embeddings import InputError  # noqa: E402
 from legacy_bins import legacy_bins, legacy_edges, naive_edges  # noqa: E402
 
 UP, DOWN = np.float32(np.inf), np.float32(-np.inf)
@@ -270,17 +270,19 @@ def mxnet_python():
     installs anything: `make test` sets up .venv-mxnet before the tests run
     (where PyPI is reachable); `make test PYTHON=...` does not."""
     python = os.environ.get("MXNET_PYTHON") or os.path.join(ROOT, ".venv-mxnet", "bin", "python")
-    found = shutil.which(python)
-    if found:
-        return found
-    reason = "no MXNet interpreter at %s" % python
+    try:
+        return find_mxnet_python(python)
+    except InputError as error:
+        reason = str(error).split(": run `make", 1)[0]
     log = os.path.join(ROOT, ".venv-mxnet.log")
     if os.path.exists(log):
         with open(log) as lines:
             lines = [line.strip() for line in lines if line.strip()]
-        errors = [line for line in lines if "error" in line.lower() and "***" not in line]
+        # the cause (pip's ERROR, the import's exception) comes last, before
+        # make's own "*** ... Error" lines
+        causes = [line for line in lines if "***" not in line]
         reason += ": setting up .venv-mxnet failed (.venv-mxnet.log: %s)" % (
-            (errors or lines or ["empty"])[-1])
+            (causes or lines or ["empty"])[-1])
     else:
         reason += (": `make test` or `make .venv-mxnet` sets it up where PyPI is reachable; "
                    "`make test PYTHON=...` installs nothing")
