@@ -47,6 +47,7 @@ DEFAULT_FARS = (1e-4, 1e-3, 1e-2, 1e-1)
 NUM_BINS = 1024
 UNIT_ROUNDOFF = 2.0 ** -24  # float32
 CHUNK_PAIRS = 1 << 22  # pairs binned at once by the accounting
+MOVED_EXAMPLES = 5  # pairs in another bin shown in the report
 
 
 class Side:
@@ -100,6 +101,8 @@ class Accounting:
     n_beyond_bound           pairs differing by more than that (NaN on one
                              side only included)
     n_moved, n_moved_genuine pairs in a different legacy bin
+    moved_examples           the first few of them: (query, gallery, score
+                             and bin by reference, score and bin by other)
     problems                 one line per unexplained difference; empty
                              when everything is explained
     """
@@ -114,6 +117,7 @@ class Accounting:
         self.n_pairs = reference.score.size
         self.n_score_diff = self.n_beyond_bound = self.n_moved = self.n_moved_genuine = 0
         self.max_abs, self.max_units = 0.0, 0.0
+        self.moved_examples = []
         self.problems = []
 
     @property
@@ -132,9 +136,9 @@ class Accounting:
     def explained(self):
         return not self.problems
 
-    def add_rows(self, score_a, score_b, genuine, scale):
-        """Counts one block of rows: the two sides' scores, the genuine mask
-        and |q| |g| of each pair, all (rows, G)."""
+    def add_rows(self, first_row, score_a, score_b, genuine, scale):
+        """Counts one block of rows from query row `first_row` on: the two
+        sides' scores, the genuine mask and |q| |g| of each pair, all (rows, G)."""
         nbins = self.nbins
         bins_a, bins_b = legacy_bins(score_a, nbins), legacy_bins(score_b, nbins)
         for side, bins in (("reference", bins_a), ("other", bins_b)):
@@ -159,6 +163,11 @@ class Accounting:
 
         moved = bins_a != bins_b
         self.n_moved += int(np.count_nonzero(moved))
+        for i, j in zip(*np.nonzero(moved)):
+            if len(self.moved_examples) == MOVED_EXAMPLES:
+                break
+            self.moved_examples.append((first_row + int(i), int(j), score_a[i, j],
+                                        int(bins_a[i, j]), score_b[i, j], int(bins_b[i, j])))
         self.n_moved_genuine += int(np.count_nonzero(moved & genuine))
         for net, mask in ((self.net_all, moved), (self.net_genuine, moved & genuine)):
             into, out_of = mask & (bins_b >= 0), mask & (bins_a >= 0)
@@ -208,7 +217,7 @@ def account(reference, other, labels_q, labels_g, norm_q, norm_g, dim, nbins,
     for begin in range(0, n_query, rows):
         end = min(begin + rows, n_query)
         genuine = labels_q[begin:end, None] == labels_g[None, :]
-        result.add_rows(reference.score[begin:end], other.score[begin:end], genuine,
+        result.add_rows(begin, reference.score[begin:end], other.score[begin:end], genuine,
                         np.multiply.outer(norm_q[begin:end], norm_g))
     return result.conclude()
 
@@ -264,7 +273,7 @@ def run_mxnet(python, inputs, nbins, workdir):
     with np.load(out) as result:
         side = Side("MXNet " + str(result["mxnet_version"]), result["score"],
                     result["histo_all"], result["histo_genuine"])
-        versions = "MXNet %s, NumPy %s" % (result["mxnet_version"], result["numpy_version"])
+        versions = "NumPy %s, Python %s" % (result["numpy_version"], result["python_version"])
         if not np.array_equal(result["edges"], legacy_edges(nbins)):
             raise InputError("the MXNet side used other bin edges than legacy_edges(%d)" % nbins)
     return side, versions
@@ -322,29 +331,8 @@ def table(mxnet, projects, accountings, fars, nbins, shape, versions):
         row("TAR @ FAR %.0e" % far, [t[i] for t in tars], "{:.6f}", "{:+.6f}")
 
     for result in accountings:
-        name = result.other.name
-        lines += ["", "%s against %s, pair by pair:" % (name, mxnet.name)]
-        items = [
-            ("max |per-bin difference|", "all pairs %d, genuine %d"
-             % (np.abs(result.diff_all).max(), np.abs(result.diff_genuine).max())),
-            ("pairs whose scores differ", "{:,} of {:,}".format(result.n_score_diff,
-                                                                result.n_pairs)
-             + (", by at most %.3g" % result.max_abs if result.n_score_diff else "")),
-            ("  in units of u|q||g| (u = 2^-24)", "at most %.3g; float32 rounding allows %.4g"
-             % (result.max_units, result.allowance)),
-            ("pairs beyond float32 rounding", "{:,}".format(result.n_beyond_bound)),
-            ("pairs in another legacy bin", "{:,} (genuine {:,})".format(
-                result.n_moved, result.n_moved_genuine)),
-            ("per-bin difference = their net movement", "all pairs %s, genuine %s" % (
-                yes(np.array_equal(result.diff_all, result.net_all)),
-                yes(np.array_equal(result.diff_genuine, result.net_genuine)))),
-            ("histograms = legacy bins of own scores", "%s %s, %s %s" % (
-                mxnet.name, yes(not result.residual("reference", "all").any()
-                                and not result.residual("reference", "genuine").any()),
-                name, yes(not result.residual("other", "all").any()
-                          and not result.residual("other", "genuine").any()))),
-        ]
-        lines += ["  %-40s %s" % item for item in items]
+        lines += ["", "%s against %s, pair by pair:" % (result.other.name, mxnet.name)]
+        lines += accounting_lines(result, mxnet.name)
         if result.explained:
             lines.append("  every difference is explained by the order in which the two "
                          "sides summed the scores")
@@ -364,10 +352,56 @@ def table(mxnet, projects, accountings, fars, nbins, shape, versions):
         "  (%d of the %d inner edges are not float32(2k/%d - 1)); genuine pairs by"
         % (naive_edge_mismatches(nbins), inner, max(inner, 1)),
         "  mx.nd.broadcast_equal on the labels.",
-        "Project: torch.matmul(feature_q, feature_g.T), then %s with int64 histograms."
+        "Project: torch.matmul(feature_q, feature_g.T), then %s with int64 histograms"
         % " / ".join(side.name for side in projects),
+        "  (torch %s, NumPy %s)." % (torch_version(), np.__version__),
     ]
     return "\n".join(lines)
+
+
+def accounting_lines(result, reference_name):
+    """The pair-by-pair rows of one Accounting, the moved pairs shown."""
+    name = result.other.name
+
+    def item(label, value):
+        return "  %-40s %s" % (label, value)
+
+    def own_bins(side):
+        return yes(not result.residual(side, "all").any()
+                   and not result.residual(side, "genuine").any())
+
+    lines = [
+        item("max |per-bin difference|", "all pairs %d, genuine %d"
+             % (np.abs(result.diff_all).max(), np.abs(result.diff_genuine).max())),
+        item("pairs whose scores differ", "{:,} of {:,}".format(result.n_score_diff,
+                                                                result.n_pairs)
+             + (", by at most %.3g" % result.max_abs if result.n_score_diff else "")),
+        item("  in units of u|q||g| (u = 2^-24)", "at most %.3g; float32 rounding allows %.4g"
+             % (result.max_units, result.allowance)),
+        item("pairs beyond float32 rounding", "{:,}".format(result.n_beyond_bound)),
+        item("pairs in another legacy bin", "{:,} (genuine {:,}){}".format(
+            result.n_moved, result.n_moved_genuine,
+            "; (query, gallery): score -> bin" if result.n_moved else "")),
+    ]
+    edges = legacy_edges(result.nbins)
+    for i, j, score_a, bin_a, score_b, bin_b in result.moved_examples:
+        lines.append("    (%d, %d): MXNet %.9g -> %d, %s %.9g -> %d; edge %.9g"
+                     % (i, j, score_a, bin_a, name, score_b, bin_b, edges[max(bin_a, bin_b)]))
+    if result.n_moved > len(result.moved_examples):
+        lines.append("    ... and {:,} more".format(result.n_moved - len(result.moved_examples)))
+    lines += [
+        item("per-bin difference = their net movement", "all pairs %s, genuine %s" % (
+            yes(np.array_equal(result.diff_all, result.net_all)),
+            yes(np.array_equal(result.diff_genuine, result.net_genuine)))),
+        item("histograms = legacy bins of own scores", "%s %s, %s %s" % (
+            reference_name, own_bins("reference"), name, own_bins("other"))),
+    ]
+    return lines
+
+
+def torch_version():
+    import torch
+    return torch.__version__
 
 
 def yes(flag):

@@ -96,7 +96,8 @@ def main(argv=None):
                                                    args.bins)
     np.savez(args.out, score=score, histo_all=histo_all, histo_genuine=histo_genuine,
              edges=legacy_edges(args.bins), mxnet_version=np.array(mx.__version__),
-             numpy_version=np.array(np.__version__))
+             numpy_version=np.array(np.__version__),
+             python_version=np.array(sys.version.split()[0]))
 
 
 if __name__ == "__main__":

@@ -146,6 +146,11 @@ def test_ulp_crossings_explain_the_histogram_difference(shifted):
     assert 0 < result.max_units <= 1.0  # one ulp of a score in [-1, 1] is at most 2^-24
     assert result.n_beyond_bound == 0
     assert result.explained, result.problems
+    assert len(result.moved_examples) == 5
+    for i, j, score_a, bin_a, score_b, bin_b in result.moved_examples:
+        assert i * 50 + j in d["crossing"]
+        assert (score_a, score_b) == (d["reference"][i, j], d["other"][i, j])
+        assert bin_a - bin_b == 1
 
 
 def test_blocks_of_rows_add_up_to_the_whole(shifted):
@@ -156,7 +161,8 @@ def test_blocks_of_rows_add_up_to_the_whole(shifted):
     blocks = run_account(d, reference, other, chunk_pairs=3 * 50)
     for field in ("net_all", "net_genuine"):
         np.testing.assert_array_equal(getattr(blocks, field), getattr(whole, field))
-    for field in ("n_moved", "n_moved_genuine", "n_score_diff", "max_units", "explained"):
+    for field in ("n_moved", "n_moved_genuine", "n_score_diff", "max_units", "explained",
+                  "moved_examples"):
         assert getattr(blocks, field) == getattr(whole, field)
 
 
