@@ -12,7 +12,6 @@
 #include "ext_check.h"
 #ifdef EXT_WITH_CUDA
 #include "cuda/conv_kernel.h"
-#include "cuda/ext_cuda.h"
 #endif
 
 #define FLOAT_DTYPES (EXT_MASK(EXT_FLOAT32) | EXT_MASK(EXT_FLOAT64))
@@ -27,17 +26,6 @@
 
 /* ------------------------------------------------------------------------- */
 /* argument checks shared by the four entry points */
-
-/* "(1, 4)", "(5,)" */
-static void format_shape(const ext_tensor *t, char *out, size_t size)
-{
-    int used = snprintf(out, size, "(");
-    for (int d = 0; d < t->ndim && used < (int)size; d++)
-        used += snprintf(out + used, size - used, "%s%lld", d ? ", " : "",
-                         (long long)t->sizes[d]);
-    if (used < (int)size)
-        snprintf(out + used, size - used, t->ndim == 1 ? ",)" : ")");
-}
 
 static int same_shape(const ext_tensor *a, const ext_tensor *b)
 {
@@ -56,8 +44,8 @@ static int check_shape_like(const char *fn, const char *name, const ext_tensor *
     if (same_shape(t, like))
         return EXT_OK;
     char got[256], wanted[256];
-    format_shape(t, got, sizeof got);
-    format_shape(like, wanted, sizeof wanted);
+    ext_shape_string(t, got, sizeof got);
+    ext_shape_string(like, wanted, sizeof wanted);
     return ext_fail(EXT_ERR_VALUE, "%s: %s must have the shape of %s, %s, got %s", fn, name,
                     like_name, wanted, got);
 }
@@ -67,7 +55,7 @@ static int check_kernel(const char *fn, const ext_tensor *kernel, int64_t channe
                         int image_ndim)
 {
     char shape[256];
-    format_shape(kernel, shape, sizeof shape);
+    ext_shape_string(kernel, shape, sizeof shape);
     const int64_t *sizes = kernel->sizes + (kernel->ndim == 3 ? 1 : 0);
     int ok = (kernel->ndim == 2 || (kernel->ndim == 3 && kernel->sizes[0] == channels)) &&
              sizes[0] == sizes[1] && sizes[0] % 2 == 1;
@@ -113,7 +101,7 @@ static int check_args(const char *fn, const ext_tensor *image, const ext_tensor 
             return st;
 
     char shape[256];
-    format_shape(image, shape, sizeof shape);
+    ext_shape_string(image, shape, sizeof shape);
     if (image->ndim != 2 && image->ndim != 4)
         return ext_fail(EXT_ERR_VALUE, "%s: image must be (H, W) or (N, C, H, W), got %d-D %s",
                         fn, image->ndim, shape);
@@ -310,14 +298,6 @@ int conv2d_backward_cpu(const ext_tensor *image, const ext_tensor *kernel,
 /* ------------------------------------------------------------------------- */
 /* CUDA entry points */
 
-#ifdef EXT_WITH_CUDA
-static int cuda_status(const char *fn, int err)
-{
-    return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                    "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
-}
-#endif
-
 int conv2d_forward_cuda(const ext_tensor *image, const ext_tensor *kernel, const ext_tensor *out,
                         void *stream)
 {
@@ -333,7 +313,7 @@ int conv2d_forward_cuda(const ext_tensor *image, const ext_tensor *kernel, const
         return st;
     int err = conv2d_correlate_launch(&g, image->data, kernel->data, 0, out->data,
                                       image->device_index, stream);
-    return err ? cuda_status(fn, err) : EXT_OK;
+    return err ? ext_cuda_fail(fn, err) : EXT_OK;
 #endif
 }
 
@@ -358,6 +338,6 @@ int conv2d_backward_cuda(const ext_tensor *image, const ext_tensor *kernel,
     if (!err && grad_kernel)
         err = conv2d_grad_kernel_launch(&g, image->data, grad_out->data, grad_kernel->data,
                                         image->device_index, stream);
-    return err ? cuda_status(fn, err) : EXT_OK;
+    return err ? ext_cuda_fail(fn, err) : EXT_OK;
 #endif
 }

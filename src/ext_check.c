@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "ext_check.h"
+#ifdef EXT_WITH_CUDA
+#include "cuda/ext_cuda.h"
+#endif
 
 static _Thread_local char last_error[1024];
 
@@ -34,6 +37,14 @@ const char *ext_status_name(int status)
     default: return "unknown status";
     }
 }
+
+#ifdef EXT_WITH_CUDA
+int ext_cuda_fail(const char *fn, int err)
+{
+    return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
+                    "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+}
+#endif
 
 int ext_built_with_cuda(void)
 {

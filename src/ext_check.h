@@ -43,6 +43,10 @@ const char *ext_shape_string(const ext_tensor *t, char *out, size_t size);
  * float64", "gelu: output is (3, 2) but input is (2, 3); they must match". */
 int ext_check_like(const char *fn, const char *name, const ext_tensor *t, const char *ref_name,
                    const ext_tensor *ref);
+/* The status and message for a launcher's CUDA error `err`: EXT_ERR_NOMEM for
+ * an allocation failure, else EXT_ERR_CUDA; "<fn>: CUDA error: <CUDA's string>".
+ * Only in builds with CUDA. */
+int ext_cuda_fail(const char *fn, int err);
 /* All of `args` on `device_type`, and on the device of args[0]; `twin` (or
  * NULL) names the entry point to use for the other kind of device. */
 int ext_check_devices(const char *fn, const ext_arg *args, int n_args, int device_type,

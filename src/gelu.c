@@ -9,7 +9,6 @@
 #include "gelu.h"
 #include "gelu_math.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/gelu_kernel.h"
 #endif
 
@@ -135,8 +134,7 @@ int gelu_forward_cuda(const ext_tensor *input, const ext_tensor *output, int32_t
     int err = gelu_forward_launch(input->data, output->data, input->dtype, ext_numel(input),
                                   approximate, input->device_index, stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }
@@ -155,8 +153,7 @@ int gelu_backward_cuda(const ext_tensor *grad_output, const ext_tensor *input,
                                    input->dtype, ext_numel(input), approximate,
                                    input->device_index, stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }

@@ -12,7 +12,6 @@
 #include "pcl.h"
 #include "pcl_internal.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/pcl_kernel.h"
 #endif
 
@@ -25,17 +24,6 @@
 /* ------------------------------------------------------------------------- */
 /* argument checks shared by the four entry points */
 
-/* "(1, 4)", "(5,)" */
-static void format_shape(const ext_tensor *t, char *out, size_t size)
-{
-    int used = snprintf(out, size, "(");
-    for (int d = 0; d < t->ndim && used < (int)size; d++)
-        used += snprintf(out + used, size - used, "%s%lld", d ? ", " : "",
-                         (long long)t->sizes[d]);
-    if (used < (int)size)
-        snprintf(out + used, size - used, t->ndim == 1 ? ",)" : ")");
-}
-
 /* A vector of n elements, (n,) or (1, n); `role` names n for the message
  * ("B", the rows of pcl_probs), and `of` says where n comes from. */
 static int check_vector(const char *fn, const char *name, const ext_tensor *t, int64_t n,
@@ -43,7 +31,7 @@ static int check_vector(const char *fn, const char *name, const ext_tensor *t, i
 {
     char shape[256];
     if (!(t->ndim == 1 || (t->ndim == 2 && t->sizes[0] == 1))) {
-        format_shape(t, shape, sizeof shape);
+        ext_shape_string(t, shape, sizeof shape);
         return ext_fail(EXT_ERR_VALUE, "%s: %s must be (%s,) or (1, %s), got %s", fn, name, role,
                         role, shape);
     }
@@ -105,7 +93,7 @@ static int check_args(const char *fn, const pcl_inputs *in, const ext_arg *extra
     if ((st = ext_check_ndim(fn, "pcl_probs", probs, 2)))
         return st;
     if (ext_numel(probs) == 0) {
-        format_shape(probs, shape, sizeof shape);
+        ext_shape_string(probs, shape, sizeof shape);
         return ext_fail(EXT_ERR_VALUE, "%s: pcl_probs is empty, %s; the loss needs at least one "
                         "proposal (B) and one class (C)", fn, shape);
     }
@@ -166,7 +154,7 @@ static int check_like_probs(const char *fn, const char *name, const ext_tensor *
 {
     if (t->ndim != 2 || t->sizes[0] != probs->sizes[0] || t->sizes[1] != probs->sizes[1]) {
         char shape[256];
-        format_shape(t, shape, sizeof shape);
+        ext_shape_string(t, shape, sizeof shape);
         return ext_fail(EXT_ERR_VALUE, "%s: %s must be (B, C) = (%lld, %lld) like pcl_probs, "
                         "got %s", fn, name, (long long)probs->sizes[0],
                         (long long)probs->sizes[1], shape);
@@ -360,14 +348,6 @@ int pcl_backward_cpu(const pcl_inputs *inputs, const ext_tensor *grad_loss,
 /* ------------------------------------------------------------------------- */
 /* CUDA entry points */
 
-#ifdef EXT_WITH_CUDA
-static int cuda_status(const char *fn, int err)
-{
-    return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                    "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
-}
-#endif
-
 int pcl_forward_cuda(const pcl_inputs *inputs, const ext_tensor *loss, void *stream,
                      pcl_report *report)
 {
@@ -385,7 +365,7 @@ int pcl_forward_cuda(const pcl_inputs *inputs, const ext_tensor *loss, void *str
     pcl_scan scan;
     int err = pcl_forward_launch(&p, loss->data, loss->device_index, stream, &scan);
     if (err)
-        return cuda_status(fn, err);
+        return ext_cuda_fail(fn, err);
     if ((st = scan_status(fn, &p, &scan)))
         return st;
     report_from_scan(report, &scan);
@@ -411,7 +391,7 @@ int pcl_backward_cuda(const pcl_inputs *inputs, const ext_tensor *grad_loss,
     int err = pcl_backward_launch(&p, grad_loss->data, grad_probs->data,
                                   grad_probs->device_index, stream, &scan);
     if (err)
-        return cuda_status(fn, err);
+        return ext_cuda_fail(fn, err);
     return scan_status(fn, &p, &scan);
 #endif
 }

@@ -13,7 +13,6 @@
 #include "roc.h"
 #include "roc_bins.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/roc_kernel.h"
 #endif
 
@@ -199,8 +198,7 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
                               histo1->dtype, histo2->data, histo2->dtype, score->device_index,
                               stream, n_nan);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }

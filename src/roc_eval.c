@@ -21,7 +21,6 @@
 #include "roc_bins.h"
 #include "roc_internal.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/roc_kernel.h"
 #endif
 
@@ -51,14 +50,6 @@ static int nomem(const roc_eval *ev, const char *what)
 {
     return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate %s", ev->caller, what);
 }
-
-#ifdef EXT_WITH_CUDA
-static int cuda_status(const char *caller, int err)
-{
-    return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                    "%s: CUDA error: %s", caller, ext_cuda_error_string(err));
-}
-#endif
 
 /* numpy.linspace(lo, hi, n + 1) in float64, then float32, as numpy.histogram
  * makes its edges for float32 data. */
@@ -700,7 +691,7 @@ int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_ten
         int bad_code = 0;
         int err = roc_eval_cuda_create(&ev->cuda, &setup, &ev->genuine, &ev->totals, &bad_code);
         if (err) {
-            st = cuda_status(fn, err);
+            st = ext_cuda_fail(fn, err);
             goto fail;
         }
         if (bad_code) {
@@ -731,7 +722,7 @@ int roc_eval_add_rows(roc_eval *ev, int64_t row_begin, int64_t row_end)
 #ifdef EXT_WITH_CUDA
     if (ev->cuda) {
         int err = roc_eval_cuda_add_rows(ev->cuda, row_begin, row_end);
-        return err ? cuda_status(ev->caller, err) : EXT_OK;
+        return err ? ext_cuda_fail(ev->caller, err) : EXT_OK;
     }
 #endif
     return add_rows_cpu(ev, row_begin, row_end);
@@ -746,7 +737,7 @@ int roc_eval_summarize(roc_eval *ev, const double *fars, int64_t n_fars, int32_t
     if (ev->cuda) {
         int err = roc_eval_cuda_fetch(ev->cuda, &ev->exact, &ev->binned, &ev->keys, &ev->totals);
         if (err)
-            return cuda_status(ev->caller, err);
+            return ext_cuda_fail(ev->caller, err);
     }
 #endif
     roc_summary *s = calloc(1, sizeof *s);
@@ -826,7 +817,7 @@ int roc_pair_scores(const ext_tensor *feat_q, const ext_tensor *feat_g, int32_t 
 #ifdef EXT_WITH_CUDA
         int err = roc_scores_launch(feat_q->data, feat_g->data, Q, G, D, similarity, score->data,
                                     feat_q->device_index, stream);
-        return err ? cuda_status(fn, err) : EXT_OK;
+        return err ? ext_cuda_fail(fn, err) : EXT_OK;
 #else
         return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.roc was built without CUDA", fn);
 #endif

@@ -11,7 +11,6 @@
 #include "trilinear.h"
 #include "trilinear_math.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/trilinear_kernel.h"
 #endif
 
@@ -225,8 +224,7 @@ int trilinear_forward_cuda(const ext_tensor *feats, const ext_tensor *points,
                                        feats->sizes[0], feats->sizes[2], feats->device_index,
                                        stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }
@@ -247,8 +245,7 @@ int trilinear_backward_cuda(const ext_tensor *grad_out, const ext_tensor *feats,
                                         feats->dtype, feats->sizes[0], feats->sizes[2],
                                         feats->device_index, stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }

@@ -22,7 +22,6 @@
 #include "upsample.h"
 #include "upsample_axis.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/ext_cuda.h"
 #include "cuda/upsample_kernel.h"
 #endif
 
@@ -263,8 +262,7 @@ int upsample_bilinear_forward_cuda(const ext_tensor *input, const ext_tensor *ou
                                       (int32_t)output->sizes[3], mode, scale_h, scale_w,
                                       input->device_index, stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }
@@ -286,8 +284,7 @@ int upsample_bilinear_backward_cuda(const ext_tensor *grad_output, const ext_ten
         (int32_t)grad_input->sizes[3], (int32_t)grad_output->sizes[2],
         (int32_t)grad_output->sizes[3], mode, scale_h, scale_w, grad_input->device_index, stream);
     if (err)
-        return ext_fail(ext_cuda_error_is_oom(err) ? EXT_ERR_NOMEM : EXT_ERR_CUDA,
-                        "%s: CUDA error: %s", fn, ext_cuda_error_string(err));
+        return ext_cuda_fail(fn, err);
     return EXT_OK;
 #endif
 }
