@@ -37,24 +37,12 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import gelu, trilinear, upsample  # noqa: E402
+from _ext.trilinear.reference import trilinear_reference as seed_trilinear  # noqa: E402
 from benchlib import copy_gbps as measure_copy  # noqa: E402
 from benchlib import cuda_event_timer  # noqa: E402
 
 ISSUE_SIZES = dict(trilinear=(65_536, 256), upsample=(8, 64, 256, 256), upsample_scale=2,
                    gelu=1 << 26)
-
-
-def seed_trilinear(feats, points):
-    """The seed's pure-PyTorch trilinear interpolation (its peer)."""
-    u = (points[:, 0:1] + 1) / 2
-    v = (points[:, 1:2] + 1) / 2
-    w = (points[:, 2:3] + 1) / 2
-    a = (1 - v) * (1 - w)
-    b = (1 - v) * w
-    c = v * (1 - w)
-    d = 1 - a - b - c
-    return ((1 - u) * (a * feats[:, 0] + b * feats[:, 1] + c * feats[:, 2] + d * feats[:, 3])
-            + u * (a * feats[:, 4] + b * feats[:, 5] + c * feats[:, 6] + d * feats[:, 7]))
 
 
 def seed_gelu(x):

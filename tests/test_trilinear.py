@@ -6,23 +6,11 @@ import pytest
 import torch
 
 from _ext import _ffi, trilinear
+from _ext.trilinear.reference import trilinear_reference
 from cpu_only_build import build_cpu_only, run_python
 
 # (N, F): one point, odd F, F not a multiple of a 16-byte vector, large F
 SHAPES = [(1, 1), (1, 4), (7, 3), (5, 5), (33, 8), (300, 37), (64, 256), (3, 4099)]
-
-
-def reference_trilinear(feats, points):
-    """The seed's formula, in plain torch ops: feats (N, 8, F), points (N, 3)."""
-    u = (points[:, 0:1] + 1) / 2
-    v = (points[:, 1:2] + 1) / 2
-    w = (points[:, 2:3] + 1) / 2
-    a = (1 - v) * (1 - w)
-    b = (1 - v) * w
-    c = v * (1 - w)
-    d = 1 - a - b - c
-    return ((1 - u) * (a * feats[:, 0] + b * feats[:, 1] + c * feats[:, 2] + d * feats[:, 3])
-            + u * (a * feats[:, 4] + b * feats[:, 5] + c * feats[:, 6] + d * feats[:, 7]))
 
 
 def sample(rng, n_points, n_feats, dtype=torch.float64, device="cpu", spread=1.0):
@@ -35,7 +23,7 @@ def reference_grads(feats, points, grad_out):
     """(grad_feats, grad_points) of the seed's formula, by autograd in float64."""
     feats64 = feats.detach().double().requires_grad_()
     points64 = points.detach().double().requires_grad_()
-    out = reference_trilinear(feats64, points64)
+    out = trilinear_reference(feats64, points64)
     return torch.autograd.grad(out, (feats64, points64), grad_out.double())
 
 
@@ -55,7 +43,7 @@ def test_forward_matches_seed_formula(rng, dtype, n_points, n_feats):
     feats, points = sample(rng, n_points, n_feats, dtype)
     out = trilinear.trilinear_interpolation(feats, points)
     assert out.shape == (n_points, n_feats) and out.dtype == dtype
-    torch.testing.assert_close(out, reference_trilinear(feats, points), **tolerances(dtype))
+    torch.testing.assert_close(out, trilinear_reference(feats, points), **tolerances(dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -77,7 +65,7 @@ def test_points_outside_the_cube_extrapolate(rng):
     """Nothing clamps: a point outside [-1, 1] follows the same formula."""
     feats, points = sample(rng, 50, 6, spread=3.0)
     torch.testing.assert_close(trilinear.trilinear_interpolation(feats, points),
-                               reference_trilinear(feats, points), rtol=1e-12, atol=1e-12)
+                               trilinear_reference(feats, points), rtol=1e-12, atol=1e-12)
 
 
 def test_corners_return_corner_features(rng):
