@@ -47,7 +47,6 @@ def ceilings(timer):
     a = torch.randn(8192, 8192, device="cuda")
     b = torch.randn(8192, 8192, device="cuda")
     gemm_ms = timer(lambda: torch.matmul(a, b))
-    del a, b
     return copy_gbps(timer) * 1e9, 2 * 8192 ** 3 / (gemm_ms / 1e3)
 
 

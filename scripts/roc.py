@@ -17,8 +17,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 from embeddings import InputError, checked, demo_data, fail, load, query_gallery
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -29,7 +29,10 @@ except ImportError as error:  # pragma: no cover - only before `make`
     raise ImportError("_ext.roc is not built: run `make` in the project root (%s)"
                       % error) from error
 
-from ._evaluate import RocReport, TarAtFar, evaluate, pair_scores, roc_curve  # noqa: E402,F401
+from ._evaluate import RocReport, TarAtFar, evaluate, pair_scores, roc_curve  # noqa: E402
+
+__all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "pair_scores", "RocReport",
+           "TarAtFar", "built_with_cuda"]
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
 
