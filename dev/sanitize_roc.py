@@ -4,7 +4,8 @@
     compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
-shorter than a vector, each label and histogram dtype. evaluate/roc_curve:
+shorter than a vector, aligned rows of several segments, each label and
+histogram dtype. evaluate/roc_curve:
 every mode from a score matrix and from features, one set and two, partial
 tiles, shared-memory and global counters, pair_scores.
 """
@@ -19,8 +20,8 @@ from _ext import roc  # noqa: E402
 
 
 def legacy_cases(generator):
-    cases = [((1, 1), 1024), ((3, 5), 1024), ((129, 1027), 1024), ((64, 333), 300000),
-             ((2, 3), 7)]
+    cases = [((1, 1), 1024), ((3, 5), 1024), ((129, 1027), 1024), ((33, 2052), 1024),
+             ((64, 333), 300000), ((2, 3), 7)]
     for (n_query, n_gallery), nbins in cases:
         for label_dtype in (torch.float32, torch.int32, torch.int64):
             for histo_dtype in (torch.float32, torch.float64, torch.int64):

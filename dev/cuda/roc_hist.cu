@@ -14,10 +14,30 @@
  * version 2: the library's kernel now (src/cuda/roc_kernel.cu, through its
  *            launcher, so with its allocation, final add and NaN read-back):
  *            warps over (row, 2048-column segment) items, the row's label read
- *            once, 16-byte loads with the row's misaligned ends peeled.
+ *            once, 16-byte loads with the row's misaligned ends peeled. It has
+ *            been: 4 loads a lane in flight at 44 registers (0.38 ms); then 1
+ *            in flight (0.46: 2 blocks a multiprocessor); then 32 registers
+ *            for 4 blocks (0.38, spilling); now a branch-free loop for aligned
+ *            rows, as version 7.
+ * versions 3-6: version 2's walk (aligned rows only, float labels) with
+ *            kCopies copies of the all-pairs counters, lane l counting into
+ *            copy l % kCopies, copy r of bin b at word b * kCopies + r: with
+ *            32 copies no two lanes of a warp ever touch one bank, so hot bins
+ *            cost neither same-address nor bank conflicts.
+ *            3: 1 copy, 1 load in flight; 4: 32 copies, 4 in flight, 1024
+ *            threads; 5: 32 copies, 1 in flight; 6: 16 copies, 4 in flight,
+ *            512 threads; 7: version 3 with nbins a kernel argument, as in
+ *            the library.
+ * version 8: version 7 (512 threads, 4 blocks a multiprocessor) with the
+ *            lane's next 16-byte score load issued before it counts the
+ *            current one.
+ * The timed list below holds the versions of the latest question; every
+ * version stays runnable (run_variant).
  *
  * Data: one genuine match per query (labels_q[i] = i, labels_g[j] = j % Q),
- * impostor scores ~ N(0, 0.1) and genuine ~ N(0.6, 0.1), like face embeddings.
+ * genuine scores ~ N(0.6, 0.1) and impostor scores ~ N(0, sigma) for sigma =
+ * 0.1 and 0.044 (the spread of cosines between random 512-D unit vectors,
+ * the impostors of bench_roc.py: about 45 bins hold most pairs).
  * Napkin math: the kernel must read Q * G * 4 bytes of scores (840 MB at the
  * blog's 10,000 x 21,000); labels and histograms are noise beside that.
  */
@@ -125,12 +145,161 @@ __global__ void __launch_bounds__(512)
             atomicAdd(&counts[b], (unsigned long long)block_counts[b]);
 }
 
+// ----------------------------------------------------------------------------
+// versions 3-6: lane-private copies of the all-pairs counters
+
+template <int kBatch, int kCopies, bool kFixedBins = true>
+__global__ void __launch_bounds__(1024)
+    hist_copies(const float *__restrict__ score, int64_t n_query, int64_t n_gallery,
+                const float *__restrict__ labels_q, const float *__restrict__ labels_g,
+                int64_t nbins, unsigned long long *__restrict__ counts)
+{
+    constexpr int64_t kSegment = 2048;
+    extern __shared__ unsigned int shared_counts[];
+    unsigned int *all = shared_counts;                      /* [kBins][kCopies] */
+    unsigned int *genuine = shared_counts + kBins * kCopies; /* [kBins] */
+    for (int b = threadIdx.x; b < kBins * (kCopies + 1); b += blockDim.x)
+        shared_counts[b] = 0;
+    __syncthreads();
+    const int lane = threadIdx.x % 32, copy = lane % kCopies;
+    const int64_t n_segments = (n_gallery + kSegment - 1) / kSegment;
+    const int64_t n_items = n_query * n_segments;
+    const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
+         item += n_warps) {
+        const int64_t row = item / n_segments;
+        const int64_t c0 = (item % n_segments) * kSegment;
+        const int64_t c1 = min(c0 + kSegment, n_gallery); /* n_gallery % 4 == 0 here */
+        const float label = labels_q[row];
+        const float *row_score = score + row * n_gallery;
+        for (int64_t j = c0 + 4 * lane; j < c1; j += 4 * 32 * kBatch) {
+            float4 v[kBatch];
+#pragma unroll
+            for (int b = 0; b < kBatch; b++)
+                v[b] = j + 128 * b < c1
+                           ? __ldg(reinterpret_cast<const float4 *>(row_score + j + 128 * b))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int b = 0; b < kBatch; b++) {
+                const int64_t c = j + 128 * b;
+                if (c >= c1)
+                    break;
+                const float4 other = __ldg(reinterpret_cast<const float4 *>(labels_g + c));
+                const float s[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
+                const float l[4] = {other.x, other.y, other.z, other.w};
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    if (isnan(s[t]))
+                        continue;
+                    const int bin = int(roc_legacy_bin(s[t], kFixedBins ? kBins : nbins));
+                    atomicAdd(&all[bin * kCopies + copy], 1u);
+                    if (l[t] == label)
+                        atomicAdd(&genuine[bin], 1u);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
+        unsigned int total = 0;
+        for (int r = 0; r < kCopies; r++) /* rotated: threads of a warp read distinct banks */
+            total += all[b * kCopies + (r + b) % kCopies];
+        if (total)
+            atomicAdd(&counts[b], (unsigned long long)total);
+        if (genuine[b])
+            atomicAdd(&counts[kBins + b], (unsigned long long)genuine[b]);
+    }
+}
+
 struct Buffers {
     float *score, *labels_q, *labels_g;
     float *histo_f;      // (2, kBins) for version 0
     long long *histo_i;  // (2, kBins) for the library
     int64_t n_query, n_gallery;
 };
+
+/* A full wave of blocks with the (kCopies + 1) x kBins counters in shared memory. */
+// ----------------------------------------------------------------------------
+// version 8: version 7 with the next 16-byte score load issued before the
+// current one is counted (one more load a lane in flight, 4 more registers)
+
+__global__ void __launch_bounds__(512, 4)
+    hist_prefetch(const float *__restrict__ score, int64_t n_query, int64_t n_gallery,
+                  const float *__restrict__ labels_q, const float *__restrict__ labels_g,
+                  int64_t nbins, unsigned long long *__restrict__ counts)
+{
+    constexpr int64_t kSegment = 2048;
+    extern __shared__ unsigned int shared_counts[];
+    unsigned int *all = shared_counts, *genuine = shared_counts + nbins;
+    for (int b = threadIdx.x; b < 2 * nbins; b += blockDim.x)
+        shared_counts[b] = 0;
+    __syncthreads();
+    const int lane = threadIdx.x % 32;
+    const int64_t n_segments = (n_gallery + kSegment - 1) / kSegment;
+    const int64_t n_items = n_query * n_segments;
+    const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
+         item += n_warps) {
+        const int64_t row = item / n_segments;
+        const int64_t c0 = (item % n_segments) * kSegment;
+        const int64_t c1 = min(c0 + kSegment, n_gallery); /* n_gallery % 4 == 0 here */
+        const float label = labels_q[row];
+        const float *row_score = score + row * n_gallery;
+        int64_t c = c0 + 4 * lane;
+        float4 next = c < c1 ? __ldg(reinterpret_cast<const float4 *>(row_score + c))
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (; c < c1; c += 128) {
+            const float4 v = next;
+            if (c + 128 < c1)
+                next = __ldg(reinterpret_cast<const float4 *>(row_score + c + 128));
+            const float4 other = __ldg(reinterpret_cast<const float4 *>(labels_g + c));
+            const float s[4] = {v.x, v.y, v.z, v.w};
+            const float l[4] = {other.x, other.y, other.z, other.w};
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                if (isnan(s[t]))
+                    continue;
+                const int bin = int(roc_legacy_bin(s[t], nbins));
+                atomicAdd(&all[bin], 1u);
+                if (l[t] == label)
+                    atomicAdd(&genuine[bin], 1u);
+            }
+        }
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < 2 * nbins; b += blockDim.x)
+        if (shared_counts[b])
+            atomicAdd(&counts[b], (unsigned long long)shared_counts[b]);
+}
+
+void launch_prefetch(const Buffers &b, cudaStream_t stream)
+{
+    const size_t shared = size_t(2 * kBins) * sizeof(unsigned int);
+    int per_sm = 0, sms = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hist_prefetch, 512, shared));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CHECK(cudaMemsetAsync(b.histo_i, 0, 2 * kBins * sizeof(long long), stream));
+    hist_prefetch<<<sms * per_sm, 512, shared, stream>>>(
+        b.score, b.n_query, b.n_gallery, b.labels_q, b.labels_g, kBins,
+        reinterpret_cast<unsigned long long *>(b.histo_i));
+    CHECK(cudaGetLastError());
+}
+
+template <int kBatch, int kCopies, bool kFixedBins = true>
+void launch_copies(const Buffers &b, int threads, cudaStream_t stream)
+{
+    auto kernel = hist_copies<kBatch, kCopies, kFixedBins>;
+    const size_t shared = size_t(kBins) * (kCopies + 1) * sizeof(unsigned int);
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+    int per_sm = 0, sms = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CHECK(cudaMemsetAsync(b.histo_i, 0, 2 * kBins * sizeof(long long), stream));
+    kernel<<<sms * per_sm, threads, shared, stream>>>(
+        b.score, b.n_query, b.n_gallery, b.labels_q, b.labels_g, kBins,
+        reinterpret_cast<unsigned long long *>(b.histo_i));
+    CHECK(cudaGetLastError());
+}
 
 void run_variant(int version, const Buffers &b, cudaStream_t stream)
 {
@@ -146,6 +315,18 @@ void run_variant(int version, const Buffers &b, cudaStream_t stream)
             b.score, b.n_gallery, n, per_block, b.labels_q, b.labels_g,
             reinterpret_cast<unsigned long long *>(b.histo_i));
         CHECK(cudaGetLastError());
+    } else if (version == 3) {
+        launch_copies<1, 1>(b, 512, stream);
+    } else if (version == 4) {
+        launch_copies<4, 32>(b, 1024, stream);
+    } else if (version == 5) {
+        launch_copies<1, 32>(b, 1024, stream);
+    } else if (version == 6) {
+        launch_copies<4, 16>(b, 512, stream);
+    } else if (version == 7) {
+        launch_copies<1, 1, false>(b, 512, stream);
+    } else if (version == 8) {
+        launch_prefetch(b, stream);
     } else {
         CHECK(cudaMemsetAsync(b.histo_i, 0, 2 * kBins * sizeof(long long), stream));
         int64_t n_nan = 0;
@@ -194,20 +375,15 @@ int main(int argc, char **argv)
     const int64_t n_query = argc > 2 ? atoll(argv[1]) : 10000;
     const int64_t n_gallery = argc > 2 ? atoll(argv[2]) : 21000;
     const int64_t n = n_query * n_gallery;
-    std::mt19937_64 gen(2018);
-    std::normal_distribution<float> impostor(0.0f, 0.1f), genuine_score(0.6f, 0.1f);
+    if (n_gallery % 4) {
+        fprintf(stderr, "versions 3-6 need G %% 4 == 0\n");
+        return 1;
+    }
     std::vector<float> labels_q(n_query), labels_g(n_gallery), score(n);
     for (int64_t i = 0; i < n_query; i++)
         labels_q[i] = float(i);
     for (int64_t j = 0; j < n_gallery; j++)
         labels_g[j] = float(j % n_query);
-    for (int64_t i = 0; i < n_query; i++)
-        for (int64_t j = 0; j < n_gallery; j++) {
-            float s = labels_q[i] == labels_g[j] ? genuine_score(gen) : impostor(gen);
-            score[i * n_gallery + j] = std::min(1.0f, std::max(-1.0f, s));
-        }
-    std::vector<uint64_t> all, genuine;
-    reference(score, n_query, n_gallery, labels_q, labels_g, all, genuine);
 
     Buffers b{};
     b.n_query = n_query;
@@ -217,7 +393,6 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&b.labels_g, n_gallery * sizeof(float)));
     CHECK(cudaMalloc(&b.histo_f, 2 * kBins * sizeof(float)));
     CHECK(cudaMalloc(&b.histo_i, 2 * kBins * sizeof(long long)));
-    CHECK(cudaMemcpy(b.score, score.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(b.labels_q, labels_q.data(), n_query * sizeof(float),
                      cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(b.labels_g, labels_g.data(), n_gallery * sizeof(float),
@@ -231,22 +406,16 @@ int main(int argc, char **argv)
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
 
-    printf("%lld x %lld pairs (%.0f MB of scores)\n", (long long)n_query, (long long)n_gallery,
-           n * 4.0 / 1e6);
-    const int versions[] = {0, 1, 2};
-    const int blocks[] = {1024, 512, 512};
-    for (int version : versions) {
-        run_variant(version, b, stream);
-        CHECK(cudaStreamSynchronize(stream));
-        validate(version, b, all, genuine);
-    }
-    printf("variant | block | ms (median of 20) | GB/s of scores read\n");
-    for (int v = 0; v < 3; v++) {
+    {
+        /* what a call of the library's launcher costs beyond its kernel: a 1 x 4 matrix */
         std::vector<float> times;
-        for (int rep = 0; rep < 23; rep++) {
+        for (int rep = 0; rep < 53; rep++) {
             CHECK(cudaMemsetAsync(flush, rep, flush_bytes, stream));
             CHECK(cudaEventRecord(start, stream));
-            run_variant(versions[v], b, stream);
+            int64_t n_nan = 0;
+            CHECK(cudaError_t(roc_hist_launch(b.score, 1, 4, b.labels_q, b.labels_g, EXT_FLOAT32,
+                                              kBins, b.histo_i, EXT_INT64, b.histo_i + kBins,
+                                              EXT_INT64, 0, stream, &n_nan)));
             CHECK(cudaEventRecord(stop, stream));
             CHECK(cudaEventSynchronize(stop));
             float ms;
@@ -255,8 +424,46 @@ int main(int argc, char **argv)
                 times.push_back(ms);
         }
         std::sort(times.begin(), times.end());
-        float ms = times[times.size() / 2];
-        printf("%7d | %5d | %17.3f | %8.0f\n", versions[v], blocks[v], ms, n * 4.0 / ms / 1e6);
+        printf("library launcher on a 1 x 4 matrix: %.3f ms (median of 50)\n",
+               times[times.size() / 2]);
+    }
+    const int versions[] = {0, 2, 7, 8};
+    for (float sigma : {0.1f, 0.044f}) {
+        std::mt19937_64 gen(2018);
+        std::normal_distribution<float> impostor(0.0f, sigma), genuine_score(0.6f, 0.1f);
+        for (int64_t i = 0; i < n_query; i++)
+            for (int64_t j = 0; j < n_gallery; j++) {
+                float s = labels_q[i] == labels_g[j] ? genuine_score(gen) : impostor(gen);
+                score[i * n_gallery + j] = std::min(1.0f, std::max(-1.0f, s));
+            }
+        std::vector<uint64_t> all, genuine;
+        reference(score, n_query, n_gallery, labels_q, labels_g, all, genuine);
+        CHECK(cudaMemcpy(b.score, score.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        printf("%lld x %lld pairs (%.0f MB of scores), impostors ~ N(0, %.3f)\n",
+               (long long)n_query, (long long)n_gallery, n * 4.0 / 1e6, sigma);
+        for (int version : versions) {
+            run_variant(version, b, stream);
+            CHECK(cudaStreamSynchronize(stream));
+            validate(version, b, all, genuine);
+        }
+        printf("version | ms (median of 20) | GB/s of scores read\n");
+        for (int version : versions) {
+            std::vector<float> times;
+            for (int rep = 0; rep < 23; rep++) {
+                CHECK(cudaMemsetAsync(flush, rep, flush_bytes, stream));
+                CHECK(cudaEventRecord(start, stream));
+                run_variant(version, b, stream);
+                CHECK(cudaEventRecord(stop, stream));
+                CHECK(cudaEventSynchronize(stop));
+                float ms;
+                CHECK(cudaEventElapsedTime(&ms, start, stop));
+                if (rep >= 3)
+                    times.push_back(ms);
+            }
+            std::sort(times.begin(), times.end());
+            float ms = times[times.size() / 2];
+            printf("%7d | %17.3f | %8.0f\n", version, ms, n * 4.0 / ms / 1e6);
+        }
     }
     return 0;
 }

@@ -6,9 +6,14 @@
  * loads (peeling the few columns before the first 16-byte boundary of the row
  * and after the last). Each block counts into two private histograms in
  * shared memory (all pairs, genuine pairs; 32-bit counters: a block never sees
- * 2^31 pairs), then adds them into 64-bit global counters; a last small kernel
- * adds those into the caller's histo tensors, in their dtype. Indexing is
- * 64-bit throughout, so Q x G may exceed 2^31.
+ * 2^31 pairs), then adds them into 64-bit global counters; the last block to
+ * finish adds those into the caller's histo tensors, in their dtype, so that a
+ * call is one memset, one kernel and the 8-byte read-back of the NaN count.
+ * Indexing is 64-bit throughout, so Q x G may exceed 2^31.
+ *
+ * One 16-byte load a lane in flight, counted before the next: holding four
+ * (dev/cuda/roc_hist.cu, version 2) was 18% slower than one (version 3) on
+ * the H100, whatever the spread of the scores.
  *
  * The blog's kernel (2018) differed in ways that matter: 32-bit indices, bins
  * of out-of-range scores written out of bounds, float counters (exact only to
@@ -27,8 +32,12 @@
 namespace {
 
 constexpr int kThreads = 512;
+/* Blocks a multiprocessor holds: 4 x 512 threads is all it can, and caps a
+ * thread at 32 registers. With one load in flight a lane, occupancy is what
+ * keeps DRAM busy: at 44 registers (2 blocks) the kernel ran 0.46 ms, at 32
+ * (4 blocks) 0.33 ms (dev/cuda/roc_hist.cu, versions 2 and 7). */
+constexpr int kBlocksPerSM = 4;
 constexpr int64_t kSegment = 2048;
-constexpr int kBatch = 4; /* 16-byte loads a lane has in flight before counting them */
 /* A block's pairs stay below 2^31, so its 32-bit shared counters cannot wrap. */
 constexpr int64_t kMaxPairsPerBlock = int64_t(1) << 31;
 
@@ -46,11 +55,11 @@ __device__ __forceinline__ void count_pair(float score, bool genuine, int64_t nb
         n_nan++;
         return;
     }
-    int64_t bin = roc_legacy_bin(score, nbins);
-    if (kShared) {
-        atomicAdd(&block_counts[bin], 1u);
+    const int64_t bin = roc_legacy_bin(score, nbins);
+    if (kShared) { /* nbins fits shared memory: 32-bit offsets */
+        atomicAdd(&block_counts[int(bin)], 1u);
         if (genuine)
-            atomicAdd(&block_counts[nbins + bin], 1u);
+            atomicAdd(&block_counts[int(nbins) + int(bin)], 1u);
     } else {
         atomicAdd(&counts[bin], 1ull);
         if (genuine)
@@ -93,12 +102,49 @@ __device__ __forceinline__ void load4(const long long *p, bool aligned, long lon
     }
 }
 
-/* counts is (2, nbins), then one NaN counter. */
-template <typename Label, bool kShared>
-__global__ void __launch_bounds__(kThreads)
+/* The histo tensors and their dtypes: where the last block adds the counts. */
+struct HistoOut {
+    void *all, *genuine;
+    int all_dtype, genuine_dtype;
+};
+
+/* histo[b] += counts[b] for the bins b = first, first + step, ... in histo's
+ * dtype; a float32 bin is rounded once. */
+__device__ void add_counts(void *histo, int dtype, const unsigned long long *counts,
+                           int64_t nbins, int64_t first, int64_t step)
+{
+    for (int64_t b = first; b < nbins; b += step) {
+        /* written by other blocks' atomics: read from L2, past this SM's L1 */
+        const unsigned long long count = __ldcg(counts + b);
+        if (dtype == EXT_FLOAT32) {
+            float *h = static_cast<float *>(histo);
+            h[b] = float(double(h[b]) + double(count));
+        } else if (dtype == EXT_FLOAT64) {
+            static_cast<double *>(histo)[b] += double(count);
+        } else {
+            static_cast<long long *>(histo)[b] += (long long)count;
+        }
+    }
+}
+
+/* The same, a grid's worth: after roc_hist_kernel<Label, false>, whose bins
+ * are too many for one block to add. */
+__global__ void add_counts_kernel(HistoOut out, const unsigned long long *counts, int64_t nbins)
+{
+    const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    const int64_t step = int64_t(gridDim.x) * blockDim.x;
+    add_counts(out.all, out.all_dtype, counts, nbins, first, step);
+    add_counts(out.genuine, out.genuine_dtype, counts + nbins, nbins, first, step);
+}
+
+/* counts is (2, nbins), then the NaN counter, then the count of finished
+ * blocks. With the histograms in shared memory, the last block to finish
+ * adds the counts into `out`; without, add_counts_kernel does. */
+template <typename Label, bool kShared, bool kAligned>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     roc_hist_kernel(const float *__restrict__ score, int64_t n_query, int64_t n_gallery,
                     const Label *__restrict__ labels_q, const Label *__restrict__ labels_g,
-                    int64_t nbins, unsigned long long *__restrict__ counts)
+                    int64_t nbins, unsigned long long *__restrict__ counts, HistoOut out)
 {
     extern __shared__ unsigned int block_counts[];
     if (kShared) {
@@ -118,6 +164,20 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t c1 = min(c0 + kSegment, n_gallery);
         const Label label = labels_q[row];
         const float *row_score = score + row * n_gallery;
+        if (kAligned) {
+            /* G % 4 == 0 and 16-byte aligned score and labels_g: every segment
+             * is whole vectors (the kernel at its fewest registers) */
+            for (int64_t c = c0 + 4 * lane; c < c1; c += 4 * 32) {
+                const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
+                Label other[4];
+                load4(labels_g + c, true, other);
+                count_pair<kShared>(v.x, other[0] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v.y, other[1] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v.z, other[2] == label, nbins, block_counts, counts, n_nan);
+                count_pair<kShared>(v.w, other[3] == label, nbins, block_counts, counts, n_nan);
+            }
+            continue;
+        }
         /* columns [c0, body) before the segment's first 16-byte boundary, [body,
          * tail) in 16-byte vectors, [tail, c1) after */
         const int64_t misaligned = (reinterpret_cast<uintptr_t>(row_score + c0) / 4) % 4;
@@ -126,28 +186,15 @@ __global__ void __launch_bounds__(kThreads)
         if (c0 + lane < body)
             count_pair<kShared>(row_score[c0 + lane], labels_g[c0 + lane] == label, nbins,
                                 block_counts, counts, n_nan);
-        /* kBatch vectors a lane are loaded before any is counted, to keep enough
-         * bytes in flight; labels come in 16-byte loads too where aligned */
         const bool labels_aligned = (reinterpret_cast<uintptr_t>(labels_g + body) % 16) == 0;
-        for (int64_t j = body + 4 * lane; j < tail; j += 4 * 32 * kBatch) {
-            float4 v[kBatch];
-#pragma unroll
-            for (int b = 0; b < kBatch; b++)
-                v[b] = j + 128 * b < tail
-                           ? __ldg(reinterpret_cast<const float4 *>(row_score + j + 128 * b))
-                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-            for (int b = 0; b < kBatch; b++) {
-                const int64_t c = j + 128 * b;
-                if (c >= tail)
-                    break;
-                Label other[4];
-                load4(labels_g + c, labels_aligned, other);
-                count_pair<kShared>(v[b].x, other[0] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v[b].y, other[1] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v[b].z, other[2] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v[b].w, other[3] == label, nbins, block_counts, counts, n_nan);
-            }
+        for (int64_t c = body + 4 * lane; c < tail; c += 4 * 32) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
+            Label other[4];
+            load4(labels_g + c, labels_aligned, other);
+            count_pair<kShared>(v.x, other[0] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.y, other[1] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.z, other[2] == label, nbins, block_counts, counts, n_nan);
+            count_pair<kShared>(v.w, other[3] == label, nbins, block_counts, counts, n_nan);
         }
         if (tail + lane < c1)
             count_pair<kShared>(row_score[tail + lane], labels_g[tail + lane] == label, nbins,
@@ -159,40 +206,35 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0 && n_nan)
         atomicAdd(&counts[2 * nbins], (unsigned long long)n_nan);
 
-    if (kShared) {
-        __syncthreads();
-        for (int64_t b = threadIdx.x; b < 2 * nbins; b += blockDim.x)
-            if (block_counts[b])
-                atomicAdd(&counts[b], (unsigned long long)block_counts[b]);
-    }
-}
+    if (!kShared)
+        return;
+    __syncthreads();
+    for (int64_t b = threadIdx.x; b < 2 * nbins; b += blockDim.x)
+        if (block_counts[b])
+            atomicAdd(&counts[b], (unsigned long long)block_counts[b]);
 
-/* histo[b] += counts[b] in histo's dtype; a float32 bin is rounded once. */
-__global__ void add_counts_kernel(void *histo, int dtype, const unsigned long long *counts,
-                                  int64_t nbins)
-{
-    for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < nbins;
-         b += int64_t(gridDim.x) * blockDim.x) {
-        if (dtype == EXT_FLOAT32) {
-            float *h = static_cast<float *>(histo);
-            h[b] = float(double(h[b]) + double(counts[b]));
-        } else if (dtype == EXT_FLOAT64) {
-            static_cast<double *>(histo)[b] += double(counts[b]);
-        } else {
-            static_cast<long long *>(histo)[b] += (long long)counts[b];
-        }
+    /* every thread's additions are visible device-wide before the block says
+     * it is done; the block that finishes last sees all of them */
+    __threadfence();
+    __syncthreads();
+    const bool last_block = __syncthreads_or(
+        threadIdx.x == 0 && atomicAdd(&counts[2 * nbins + 1], 1ull) == gridDim.x - 1);
+    if (last_block) {
+        add_counts(out.all, out.all_dtype, counts, nbins, threadIdx.x, blockDim.x);
+        add_counts(out.genuine, out.genuine_dtype, counts + nbins, nbins, threadIdx.x,
+                   blockDim.x);
     }
 }
 
 // ----------------------------------------------------------------------------
 // launcher
 
-template <typename Label, bool kShared>
+template <typename Label, bool kShared, bool kAligned>
 cudaError_t launch_hist(const float *score, int64_t n_query, int64_t n_gallery,
                         const void *labels_q, const void *labels_g, int64_t nbins,
-                        unsigned long long *counts, cudaStream_t stream)
+                        unsigned long long *counts, const HistoOut &out, cudaStream_t stream)
 {
-    auto kernel = roc_hist_kernel<Label, kShared>;
+    auto kernel = roc_hist_kernel<Label, kShared, kAligned>;
     const size_t shared = kShared ? size_t(2 * nbins) * sizeof(unsigned int) : 0;
     if (shared > 48 * 1024)
         EXT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -208,24 +250,34 @@ cudaError_t launch_hist(const float *score, int64_t n_query, int64_t n_gallery,
     blocks = std::min(blocks, (n_items + kThreads / 32 - 1) / (kThreads / 32));
     kernel<<<unsigned(blocks), kThreads, shared, stream>>>(
         score, n_query, n_gallery, static_cast<const Label *>(labels_q),
-        static_cast<const Label *>(labels_g), nbins, counts);
+        static_cast<const Label *>(labels_g), nbins, counts, out);
+    EXT_CUDA_TRY(cudaGetLastError());
+    if (!kShared) {
+        const unsigned add_blocks = unsigned(std::min<int64_t>((nbins + 255) / 256, 1024));
+        add_counts_kernel<<<add_blocks, 256, 0, stream>>>(out, counts, nbins);
+    }
     return cudaGetLastError();
 }
 
 template <typename Label>
 cudaError_t dispatch_hist(const float *score, int64_t n_query, int64_t n_gallery,
                           const void *labels_q, const void *labels_g, int64_t nbins,
-                          unsigned long long *counts, cudaStream_t stream)
+                          unsigned long long *counts, const HistoOut &out, cudaStream_t stream)
 {
     int device = 0, shared_max = 0;
     EXT_CUDA_TRY(cudaGetDevice(&device));
     EXT_CUDA_TRY(cudaDeviceGetAttribute(&shared_max, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                         device));
-    if (size_t(2 * nbins) * sizeof(unsigned int) <= size_t(shared_max))
-        return launch_hist<Label, true>(score, n_query, n_gallery, labels_q, labels_g, nbins,
-                                        counts, stream);
-    return launch_hist<Label, false>(score, n_query, n_gallery, labels_q, labels_g, nbins, counts,
-                                     stream);
+    const bool shared = size_t(2 * nbins) * sizeof(unsigned int) <= size_t(shared_max);
+    const bool aligned = n_gallery % 4 == 0 && ext_aligned16(score) && ext_aligned16(labels_g);
+    if (shared && aligned)
+        return launch_hist<Label, true, true>(score, n_query, n_gallery, labels_q, labels_g, nbins,
+                                              counts, out, stream);
+    if (shared)
+        return launch_hist<Label, true, false>(score, n_query, n_gallery, labels_q, labels_g,
+                                               nbins, counts, out, stream);
+    return launch_hist<Label, false, false>(score, n_query, n_gallery, labels_q, labels_g, nbins,
+                                            counts, out, stream);
 }
 
 } // namespace
@@ -243,27 +295,21 @@ extern "C" int roc_hist_launch(const float *score, int64_t n_query, int64_t n_ga
     EXT_CUDA_TRY(guard.error());
     cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
 
-    /* (2, nbins) counters, then the NaN counter */
+    /* (2, nbins) counters, the NaN counter, the finished-block counter */
+    const size_t n_counters = size_t(2 * nbins + 2);
     ExtDeviceBuffer<unsigned long long> counts(stream);
-    EXT_CUDA_TRY(counts.allocate(size_t(2 * nbins + 1)));
-    EXT_CUDA_TRY(cudaMemsetAsync(counts.get(), 0, size_t(2 * nbins + 1) * sizeof(unsigned long long),
-                                 stream));
+    EXT_CUDA_TRY(counts.allocate(n_counters));
+    EXT_CUDA_TRY(cudaMemsetAsync(counts.get(), 0, n_counters * sizeof(unsigned long long), stream));
+    const HistoOut out{histo1, histo2, histo1_dtype, histo2_dtype};
     if (label_dtype == EXT_FLOAT32)
         EXT_CUDA_TRY(dispatch_hist<float>(score, n_query, n_gallery, labels_q, labels_g, nbins,
-                                          counts.get(), stream));
+                                          counts.get(), out, stream));
     else if (label_dtype == EXT_INT32)
         EXT_CUDA_TRY(dispatch_hist<int32_t>(score, n_query, n_gallery, labels_q, labels_g, nbins,
-                                            counts.get(), stream));
+                                            counts.get(), out, stream));
     else
         EXT_CUDA_TRY(dispatch_hist<long long>(score, n_query, n_gallery, labels_q, labels_g,
-                                              nbins, counts.get(), stream));
-
-    const unsigned add_blocks = unsigned(std::min<int64_t>((nbins + 255) / 256, 1024));
-    add_counts_kernel<<<add_blocks, 256, 0, stream>>>(histo1, histo1_dtype, counts.get(), nbins);
-    EXT_CUDA_TRY(cudaGetLastError());
-    add_counts_kernel<<<add_blocks, 256, 0, stream>>>(histo2, histo2_dtype, counts.get() + nbins,
-                                                      nbins);
-    EXT_CUDA_TRY(cudaGetLastError());
+                                              nbins, counts.get(), out, stream));
 
     unsigned long long nan_host = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&nan_host, counts.get() + 2 * nbins, sizeof nan_host,
