@@ -51,6 +51,10 @@ def seed_gelu(x):
 
 
 def row(op, variant, bytes_moved, ours_ms, peer, peer_ms):
+    """One row; also said on stderr at once, so that a long run shows progress."""
+    print("  %s %s: %.3f ms, peer %s" % (op, variant, ours_ms,
+                                          "%.3f ms" % peer_ms if peer_ms else "-"),
+          file=sys.stderr, flush=True)
     return dict(op=op, variant=variant, bytes=bytes_moved, ours_ms=ours_ms, peer=peer,
                 peer_ms=peer_ms, speedup=peer_ms / ours_ms if peer_ms else None,
                 gbps=bytes_moved / (ours_ms * 1e6))

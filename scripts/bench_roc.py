@@ -10,8 +10,10 @@ binary_roc (1024 thresholds, and exact), scikit-learn's roc_curve on the CPU
 score matrix, evaluate() binned and exact on a score matrix and from features,
 roc_curve() on a score matrix.
 
-Every time is the median of several runs timed with CUDA events after a
-warm-up, with L2 flushed before each run. Each row reports milliseconds, the
+Every time is the median of 20 runs (3 for the slow peers) timed with CUDA
+events after warm-ups, with L2 flushed before each run and the GPU kept busy
+until the call is enqueued (benchlib.cuda_event_timer: device time; a call
+that waits for its result, as gpu_roc does for its NaN count, pays the wait). Each row reports milliseconds, the
 ratio of each peer's time to its own (above 1: faster than the peer), and the
 fraction reached of the measured copy bandwidth (score-matrix inputs: the
 matrix read once) or of the measured fp32 GEMM rate (feature inputs: 2 Q G D
@@ -352,7 +354,7 @@ def main(argv=None):
         sys.exit("bench_roc.py: needs a CUDA device and a CUDA build")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    timer = cuda_event_timer(warmup=1, repeat=3 if args.quick else 9)
+    timer = cuda_event_timer(warmup=1 if args.quick else 3, repeat=3 if args.quick else 20)
     copy_bw, gemm_rate = ceilings(timer)
     device = torch.cuda.get_device_name()
     print("%s: copy %.0f GB/s (read + write), fp32 GEMM %.1f TFLOP/s (TF32 off)"
@@ -401,7 +403,10 @@ def main(argv=None):
                 "Measured ceilings: copy %.0f GB/s (bytes read + written), fp32 GEMM %.1f "
                 "TFLOP/s (torch.matmul 8192^3, TF32 off)." % (copy_bw / 1e9, gemm_rate / 1e12),
                 "Ratios are a peer's time over the row's time (above 1: the row is faster). "
-                "Times: median of CUDA-event timings after a warm-up, L2 flushed before each.",
+                "Times: median of CUDA-event timings after warm-ups (20 runs; 3 for the slow "
+                "peers), L2 flushed before each and the GPU kept busy until the call is "
+                "enqueued, so that they are device times; gpu_roc's include its wait for the "
+                "NaN count.",
                 ""]
         for table in tables:
             body += [table.markdown(copy_bw, gemm_rate), ""]

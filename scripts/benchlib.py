@@ -9,10 +9,17 @@ import statistics
 import torch
 
 
-def cuda_event_timer(warmup=3, repeat=20, flush_bytes=256 << 20, device="cuda"):
+def cuda_event_timer(warmup=3, repeat=20, flush_bytes=256 << 20, device="cuda",
+                     lead_cycles=2_000_000):
     """timer(fn, repeat=None): the median ms of fn() on the current stream,
     timed with CUDA events after `warmup` calls; a `flush_bytes` buffer is
-    rewritten before each timed call so that no run starts with its data in L2."""
+    rewritten before each timed call so that no run starts with its data in L2.
+
+    The GPU then spins for `lead_cycles` clock cycles (about 1 ms) before the
+    start event, so that the host has enqueued fn's work by the time the
+    clock starts: the time is the device's, not the Python wrapper's (an
+    autograd backward in Python, say). Work that makes the host wait (a
+    read-back) still counts from there on."""
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
 
     def timer(fn, repeat=repeat):
@@ -21,6 +28,7 @@ def cuda_event_timer(warmup=3, repeat=20, flush_bytes=256 << 20, device="cuda"):
         times = []
         for _ in range(repeat):
             flush.fill_(1)
+            torch.cuda._sleep(lead_cycles)
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
