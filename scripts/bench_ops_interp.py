@@ -4,9 +4,10 @@ on one GPU, in one run.
     python scripts/bench_ops_interp.py            # the sizes (needs a CUDA device)
 
 Rows (ms is the median of 20 runs timed with CUDA events after 3 warm-ups,
-with L2 flushed before each run; "speedup" is peer ms / ours ms; GB/s counts
-the bytes our kernel must move, and "% copy" divides that by the measured
-device-to-device copy bandwidth, read + write):
+L2 flushed and the GPU busy until the call is enqueued before each run;
+"speedup" is peer ms / ours ms; GB/s counts the bytes our kernel must move,
+and "% copy" divides that by the measured device-to-device copy bandwidth,
+read + write):
 
     trilinear   N = 65,536 points, F = 256, float32, against the seed's pure
                 PyTorch formula (forward; backward to feats and points through

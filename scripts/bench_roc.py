@@ -13,10 +13,10 @@ roc_curve() on a score matrix.
 Every time is the median of 20 runs (3 for the slow peers) timed with CUDA
 events after warm-ups, with L2 flushed before each run and the GPU kept busy
 until the call is enqueued (benchlib.cuda_event_timer: device time; a call
-that waits for its result, as gpu_roc does for its NaN count, pays the wait). Each row reports milliseconds, the
-ratio of each peer's time to its own (above 1: faster than the peer), and the
-fraction reached of the measured copy bandwidth (score-matrix inputs: the
-matrix read once) or of the measured fp32 GEMM rate (feature inputs: 2 Q G D
+that waits for its result, as gpu_roc does for its NaN count, pays the
+wait). Each row reports milliseconds, the ratio of each peer's time to its
+own (above 1: faster than the peer), and the fraction reached of the
+measured copy bandwidth (score-matrix inputs: the matrix read once) or of the measured fp32 GEMM rate (feature inputs: 2 Q G D
 FLOP). Exact results are checked against the torch.sort-based curve first.
 """
 

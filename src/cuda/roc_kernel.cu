@@ -299,7 +299,8 @@ extern "C" int roc_hist_launch(const float *score, int64_t n_query, int64_t n_ga
     const size_t n_counters = size_t(2 * nbins + 2);
     ExtDeviceBuffer<unsigned long long> counts(stream);
     EXT_CUDA_TRY(counts.allocate(n_counters));
-    EXT_CUDA_TRY(cudaMemsetAsync(counts.get(), 0, n_counters * sizeof(unsigned long long), stream));
+    EXT_CUDA_TRY(
+        cudaMemsetAsync(counts.get(), 0, n_counters * sizeof(unsigned long long), stream));
     const HistoOut out{histo1, histo2, histo1_dtype, histo2_dtype};
     if (label_dtype == EXT_FLOAT32)
         EXT_CUDA_TRY(dispatch_hist<float>(score, n_query, n_gallery, labels_q, labels_g, nbins,
