@@ -33,18 +33,17 @@ namespace {
 
 constexpr int kThreads = 512;
 /* Blocks of kThreads a multiprocessor is to hold: as many as its threads
- * allow (2048 on sm_80 and sm_90, 1536 on sm_86/87/89, 1024 on sm_75), which
- * caps a thread at 32 registers on sm_90. With one load in flight a lane,
- * occupancy is what keeps DRAM busy: on the H100, at 44 registers (2 blocks)
- * the kernel ran 0.46 ms, at 32 (4 blocks) 0.33 ms (dev/cuda/roc_hist.cu,
- * versions 2 and 7). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define ROC_HIST_BLOCKS_PER_SM 2
-#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || \
-                                 __CUDA_ARCH__ == 890)
-#define ROC_HIST_BLOCKS_PER_SM 3
-#else
+ * allow (2048 on sm_80 and sm_90, 1024 on sm_75, 1536 on the others this
+ * builds for), which caps a thread at 32 registers on sm_90. With one load in
+ * flight a lane, occupancy is what keeps DRAM busy: on the H100, at 44
+ * registers (2 blocks) the kernel ran 0.46 ms, at 32 (4 blocks) 0.33 ms
+ * (dev/cuda/roc_hist.cu, versions 2 and 7). */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900
 #define ROC_HIST_BLOCKS_PER_SM 4
+#elif __CUDA_ARCH__ < 800
+#define ROC_HIST_BLOCKS_PER_SM 2
+#else
+#define ROC_HIST_BLOCKS_PER_SM 3
 #endif
 constexpr int64_t kSegment = 2048;
 /* A block's pairs stay below 2^31, so its 32-bit shared counters cannot wrap. */
