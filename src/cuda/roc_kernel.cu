@@ -172,29 +172,19 @@ __global__ void __launch_bounds__(kThreads, ROC_HIST_BLOCKS_PER_SM)
         const int64_t c1 = min(c0 + kSegment, n_gallery);
         const Label label = labels_q[row];
         const float *row_score = score + row * n_gallery;
-        if (kAligned) {
-            /* G % 4 == 0 and 16-byte aligned score and labels_g: every segment
-             * is whole vectors (the kernel at its fewest registers) */
-            for (int64_t c = c0 + 4 * lane; c < c1; c += 4 * 32) {
-                const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
-                Label other[4];
-                load4(labels_g + c, true, other);
-                count_pair<kShared>(v.x, other[0] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v.y, other[1] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v.z, other[2] == label, nbins, block_counts, counts, n_nan);
-                count_pair<kShared>(v.w, other[3] == label, nbins, block_counts, counts, n_nan);
-            }
-            continue;
-        }
         /* columns [c0, body) before the segment's first 16-byte boundary, [body,
-         * tail) in 16-byte vectors, [tail, c1) after */
-        const int64_t misaligned = (reinterpret_cast<uintptr_t>(row_score + c0) / 4) % 4;
-        const int64_t body = min(c0 + (4 - misaligned) % 4, c1);
-        const int64_t tail = body + (c1 - body) / 4 * 4;
-        if (c0 + lane < body)
+         * tail) in 16-byte vectors, [tail, c1) after; with kAligned (G % 4 ==
+         * 0, score and labels_g 16-byte aligned) body = c0 and tail = c1, and
+         * the loop below is all there is (the kernel at its fewest registers) */
+        const int64_t misaligned =
+            kAligned ? 0 : (reinterpret_cast<uintptr_t>(row_score + c0) / 4) % 4;
+        const int64_t body = kAligned ? c0 : min(c0 + (4 - misaligned) % 4, c1);
+        const int64_t tail = kAligned ? c1 : body + (c1 - body) / 4 * 4;
+        if (!kAligned && c0 + lane < body)
             count_pair<kShared>(row_score[c0 + lane], labels_g[c0 + lane] == label, nbins,
                                 block_counts, counts, n_nan);
-        const bool labels_aligned = (reinterpret_cast<uintptr_t>(labels_g + body) % 16) == 0;
+        const bool labels_aligned =
+            kAligned || (reinterpret_cast<uintptr_t>(labels_g + body) % 16) == 0;
         for (int64_t c = body + 4 * lane; c < tail; c += 4 * 32) {
             const float4 v = __ldg(reinterpret_cast<const float4 *>(row_score + c));
             Label other[4];
@@ -204,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, ROC_HIST_BLOCKS_PER_SM)
             count_pair<kShared>(v.z, other[2] == label, nbins, block_counts, counts, n_nan);
             count_pair<kShared>(v.w, other[3] == label, nbins, block_counts, counts, n_nan);
         }
-        if (tail + lane < c1)
+        if (!kAligned && tail + lane < c1)
             count_pair<kShared>(row_score[tail + lane], labels_g[tail + lane] == label, nbins,
                                 block_counts, counts, n_nan);
     }
