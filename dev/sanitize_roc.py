@@ -1,7 +1,10 @@
 """Small calls that cover every ROC kernel path, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python3 dev/sanitize_roc.py
-    compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py
+    compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py --small
+
+(--small leaves out the 2000 x 2000 case, which outlasts minutes under
+racecheck; the 300 x 700 case still takes the global-counter paths.)
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
@@ -38,10 +41,10 @@ def legacy_cases(generator):
     return len(cases) * 9 * 2
 
 
-def evaluator_cases(generator):
+def evaluator_cases(generator, small):
     ran = 0
-    for n_query, n_gallery, dim, n_ids in ((1, 2, 1, 2), (37, 129, 7, 5), (130, 260, 33, 40),
-                                          (2000, 2000, 8, 100)):
+    sizes = [(1, 2, 1, 2), (37, 129, 7, 5), (130, 260, 33, 40), (300, 700, 20, 10)]
+    for n_query, n_gallery, dim, n_ids in sizes + ([] if small else [(2000, 2000, 8, 100)]):
         labels_q = torch.randint(0, n_ids, (n_query,), device="cuda", generator=generator)
         labels_g = torch.randint(0, n_ids, (n_gallery,), device="cuda", generator=generator)
         labels_q[0], labels_g[0], labels_g[1] = 0, 0, 1  # a genuine pair and an impostor
@@ -52,6 +55,9 @@ def evaluator_cases(generator):
         for source in sources:
             for mode in ("exact", "binned"):
                 roc.evaluate(labels_q, labels_g, mode=mode, chunk=5000, **source)
+                ran += 1
+            if n_ids == 10:  # thousands of genuine levels and of bins: global counters
+                roc.evaluate(labels_q, labels_g, mode="binned", bins=8000, **source)
                 ran += 1
             if n_query * n_gallery <= 40000:
                 roc.roc_curve(labels_q, labels_g, chunk=5000, **source)
@@ -66,7 +72,7 @@ def evaluator_cases(generator):
 
 def main():
     generator = torch.Generator(device="cuda").manual_seed(0)
-    ran = legacy_cases(generator) + evaluator_cases(generator)
+    ran = legacy_cases(generator) + evaluator_cases(generator, "--small" in sys.argv[1:])
     torch.cuda.synchronize()
     print("sanitize_roc: %d calls ran" % ran)
 
