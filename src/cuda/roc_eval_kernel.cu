@@ -268,12 +268,11 @@ template <int kMode> class Counter {
     {
         if (kMode == kBinned && p_.shared_bins) {
             const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
-            const int n = int(p_.n_bins);
             int b[4];
             float lo[4], hi[4];
 #pragma unroll
-            for (int u = 0; u < 4; u++) { /* saturating, NaN to 0: loads stay in bounds */
-                b[u] = min(max(__float2int_rz((s[u] - p_.lo32) * p_.scale32), 0), n - 1);
+            for (int u = 0; u < 4; u++) {
+                b[u] = estimated_bin(s[u]);
                 lo[u] = edges[b[u]];
                 hi[u] = edges[b[u] + 1];
             }
@@ -286,10 +285,11 @@ template <int kMode> class Counter {
                     n_nan_++;
                     continue;
                 }
-                const float estimate = (s[u] - p_.lo32) * p_.scale32;
-                const bool held = estimate >= 0.0f && estimate < float(n) && lo[u] <= s[u] &&
-                                  (s[u] < hi[u] || (b[u] == n - 1 && s[u] <= hi[u]));
-                atomicAdd(&shared_[(held ? b[u] : shared_bin(s[u])) + 1], 1u);
+                const int bin = bin_holds(s[u], b[u], lo[u], hi[u])
+                                    ? b[u]
+                                    : int(roc_uniform_bin(s[u], edges, p_.n_bins, p_.lo32,
+                                                          p_.scale32));
+                atomicAdd(&shared_[bin + 1], 1u);
             }
             return;
         }
@@ -346,22 +346,31 @@ template <int kMode> class Counter {
     }
 
   private:
+    /* The bin the score's position suggests, clamped into [0, n_bins) (the
+     * conversion saturates and takes NaN to 0), so that its edges can be read. */
+    __device__ __forceinline__ int estimated_bin(float s) const
+    {
+        return min(max(__float2int_rz((s - p_.lo32) * p_.scale32), 0), int(p_.n_bins) - 1);
+    }
+
+    /* Whether bin b, with edges lo and hi, holds the score: then b is
+     * roc_uniform_bin's answer (no other bin can hold it). */
+    __device__ __forceinline__ bool bin_holds(float s, int b, float lo, float hi) const
+    {
+        return lo <= s && (s < hi || (b == int(p_.n_bins) - 1 && s <= hi));
+    }
+
     /* roc_uniform_bin's answer with the edges in shared memory: the estimated
-     * bin when its two edges hold the score (nearly always; no other bin can),
-     * else roc_uniform_bin's search. ncu, 10,000 x 21,000 from features: with
-     * the search through generic loads every time, the binned count after the
+     * bin when its two edges hold the score (nearly always), else
+     * roc_uniform_bin's search. ncu, 10,000 x 21,000 from features: with the
+     * search through generic loads every time, the binned count after the
      * tile product took 3.5x the warp time of storing the scores. */
     __device__ __forceinline__ int shared_bin(float s) const
     {
         const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
-        const int n = int(p_.n_bins);
-        const float estimate = (s - p_.lo32) * p_.scale32;
-        if (estimate >= 0.0f && estimate < float(n)) {
-            const int b = int(estimate);
-            const float lo = edges[b], hi = edges[b + 1];
-            if (lo <= s && (s < hi || (b == n - 1 && s <= hi)))
-                return b;
-        }
+        const int b = estimated_bin(s);
+        if (bin_holds(s, b, edges[b], edges[b + 1]))
+            return b;
         return int(roc_uniform_bin(s, edges, p_.n_bins, p_.lo32, p_.scale32));
     }
 
