@@ -62,7 +62,7 @@ def make_builder(op, cuda_home, cuda_objects):
     ffibuilder = FFI()
     ffibuilder.cdef(cdef_text("src/ext_tensor.h") + cdef_text("src/%s.h" % op))
 
-    define_macros = [("EXT_WITH_CUDA", "1")] if with_cuda else []
+    define_macros = [("EXT_MODULE", '"%s"' % op)] + ([("EXT_WITH_CUDA", "1")] if with_cuda else [])
     libraries, library_dirs = ["m"], []
     if with_cuda:
         # The CUDA runtime is linked statically so that the module does not need

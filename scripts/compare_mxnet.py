@@ -33,11 +33,12 @@ import tempfile
 
 import numpy as np
 
-from embeddings import InputError, demo_data, fail, load, query_gallery
 from legacy_bins import legacy_bins, legacy_edges, naive_edge_mismatches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from _ext.tools.embeddings import InputError, demo_data, fail, load, query_gallery  # noqa: E402
 
 SCRIPT = "compare_mxnet.py"
 MXNET_SIDE = os.path.join(ROOT, "scripts", "mxnet_roc.py")

@@ -31,12 +31,15 @@ last edge).
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
-from embeddings import InputError, fail, load, query_gallery
 from legacy_bins import legacy_edges
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _ext.tools.embeddings import InputError, fail, load, query_gallery  # noqa: E402
 
 # pairs per MXNet block: MXNet 1.9.1's wheel indexes tensors with 32-bit
 # integers, and the histogram takes an int per pair of temporary space

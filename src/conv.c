@@ -303,8 +303,7 @@ int conv2d_forward_cuda(const ext_tensor *image, const ext_tensor *kernel, const
 {
     const char *fn = "conv2d";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.conv was built without CUDA (nvcc was not found "
-                    "at build time); rebuild with nvcc on PATH, or pass CPU tensors", fn);
+    return ext_no_cuda(fn, NULL);
 #else
     const ext_arg others[] = {{"out", out}};
     conv_geometry g;
@@ -323,8 +322,7 @@ int conv2d_backward_cuda(const ext_tensor *image, const ext_tensor *kernel,
 {
     const char *fn = "conv2d_backward";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.conv was built without CUDA (nvcc was not found "
-                    "at build time); rebuild with nvcc on PATH, or pass CPU tensors", fn);
+    return ext_no_cuda(fn, NULL);
 #else
     conv_geometry g;
     int st = check_backward_args(fn, image, kernel, grad_out, grad_image, grad_kernel, EXT_CUDA,

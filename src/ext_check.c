@@ -46,6 +46,13 @@ int ext_cuda_fail(const char *fn, int err)
 }
 #endif
 
+int ext_no_cuda(const char *fn, const char *instead)
+{
+    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.%s was built without CUDA (nvcc was not found at "
+                    "build time); rebuild with nvcc on PATH, or %s", fn, EXT_MODULE,
+                    instead ? instead : "pass CPU tensors");
+}
+
 int ext_built_with_cuda(void)
 {
 #ifdef EXT_WITH_CUDA

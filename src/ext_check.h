@@ -47,6 +47,10 @@ int ext_check_like(const char *fn, const char *name, const ext_tensor *t, const 
  * an allocation failure, else EXT_ERR_CUDA; "<fn>: CUDA error: <CUDA's string>".
  * Only in builds with CUDA. */
 int ext_cuda_fail(const char *fn, int err);
+/* The status and message of a CUDA entry point in a build without CUDA:
+ * "<fn>: _ext.<module> was built without CUDA (...); rebuild with nvcc on PATH,
+ * or <instead>" (NULL: "pass CPU tensors"). EXT_MODULE is set by build.py. */
+int ext_no_cuda(const char *fn, const char *instead);
 /* All of `args` on `device_type`, and on the device of args[0]; `twin` (or
  * NULL) names the entry point to use for the other kind of device. */
 int ext_check_devices(const char *fn, const ext_arg *args, int n_args, int device_type,

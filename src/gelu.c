@@ -116,17 +116,12 @@ int gelu_backward_cpu(const ext_tensor *grad_output, const ext_tensor *input,
 // ----------------------------------------------------------------------------
 // CUDA entry points
 
-#ifndef EXT_WITH_CUDA
-#define NO_CUDA_MESSAGE "%s: _ext.gelu was built without CUDA (nvcc was not found at build " \
-                        "time); rebuild with nvcc on PATH, or pass CPU tensors"
-#endif
-
 int gelu_forward_cuda(const ext_tensor *input, const ext_tensor *output, int32_t approximate,
                       void *stream)
 {
     const char *fn = "gelu";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_forward(fn, input, output, approximate, EXT_CUDA);
     if (st)
@@ -144,7 +139,7 @@ int gelu_backward_cuda(const ext_tensor *grad_output, const ext_tensor *input,
 {
     const char *fn = "gelu_backward";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_backward(fn, grad_output, input, grad_input, approximate, EXT_CUDA);
     if (st)

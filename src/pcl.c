@@ -354,8 +354,7 @@ int pcl_forward_cuda(const pcl_inputs *inputs, const ext_tensor *loss, void *str
     const char *fn = "pcl_loss";
     *report = (pcl_report){.n_mismatch = 0, .first_mismatch = -1};
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.pcl was built without CUDA (nvcc was not found "
-                    "at build time); rebuild with nvcc on PATH, or pass CPU tensors", fn);
+    return ext_no_cuda(fn, NULL);
 #else
     const ext_arg outputs[] = {{"loss", loss}};
     pcl_problem p;
@@ -378,8 +377,7 @@ int pcl_backward_cuda(const pcl_inputs *inputs, const ext_tensor *grad_loss,
 {
     const char *fn = "pcl_loss_backward";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.pcl was built without CUDA (nvcc was not found "
-                    "at build time); rebuild with nvcc on PATH, or pass CPU tensors", fn);
+    return ext_no_cuda(fn, NULL);
 #else
     const ext_arg extras[] = {{"grad_loss", grad_loss}, {"grad_probs", grad_probs}};
     pcl_problem p;

@@ -187,8 +187,7 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
 {
     const char *fn = "gpu_roc";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.roc was built without CUDA (nvcc was not found "
-                    "at build time); rebuild with nvcc on PATH, or use cpu_roc", fn);
+    return ext_no_cuda(fn, "use cpu_roc");
 #else
     int st = check_hist_args(fn, score, histo1, histo2, labels_q, labels_g, EXT_CUDA, "cpu_roc");
     if (st)

@@ -639,8 +639,7 @@ int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_ten
         return st;
 #ifndef EXT_WITH_CUDA
     if (codes_q->device_type == EXT_CUDA)
-        return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.roc was built without CUDA (nvcc was not "
-                        "found at build time); rebuild with nvcc on PATH, or use CPU tensors", fn);
+        return ext_no_cuda(fn, NULL);
 #endif
     roc_eval *ev = calloc(1, sizeof *ev);
     if (!ev)
@@ -819,7 +818,7 @@ int roc_pair_scores(const ext_tensor *feat_q, const ext_tensor *feat_g, int32_t 
                                     feat_q->device_index, stream);
         return err ? ext_cuda_fail(fn, err) : EXT_OK;
 #else
-        return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.roc was built without CUDA", fn);
+        return ext_no_cuda(fn, NULL);
 #endif
     }
     const float *fq = feat_q->data, *fg = feat_g->data;

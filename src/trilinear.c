@@ -205,17 +205,12 @@ int trilinear_backward_cpu(const ext_tensor *grad_out, const ext_tensor *feats,
 // ----------------------------------------------------------------------------
 // CUDA entry points
 
-#ifndef EXT_WITH_CUDA
-#define NO_CUDA_MESSAGE "%s: _ext.trilinear was built without CUDA (nvcc was not found at " \
-                        "build time); rebuild with nvcc on PATH, or pass CPU tensors"
-#endif
-
 int trilinear_forward_cuda(const ext_tensor *feats, const ext_tensor *points,
                            const ext_tensor *out, void *stream)
 {
     const char *fn = "trilinear_interpolation";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_forward(fn, feats, points, out, EXT_CUDA);
     if (st)
@@ -235,7 +230,7 @@ int trilinear_backward_cuda(const ext_tensor *grad_out, const ext_tensor *feats,
 {
     const char *fn = "trilinear_interpolation_backward";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_backward(fn, grad_out, feats, points, grad_feats, grad_points, EXT_CUDA);
     if (st)

@@ -241,17 +241,12 @@ int upsample_bilinear_backward_cpu(const ext_tensor *grad_output, const ext_tens
 // ----------------------------------------------------------------------------
 // CUDA entry points
 
-#ifndef EXT_WITH_CUDA
-#define NO_CUDA_MESSAGE "%s: _ext.upsample was built without CUDA (nvcc was not found at " \
-                        "build time); rebuild with nvcc on PATH, or pass CPU tensors"
-#endif
-
 int upsample_bilinear_forward_cuda(const ext_tensor *input, const ext_tensor *output,
                                    int32_t mode, double scale_h, double scale_w, void *stream)
 {
     const char *fn = "upsample_bilinear";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_args(fn, "input", input, "output", output, mode, scale_h, scale_w, EXT_CUDA);
     if (st)
@@ -272,7 +267,7 @@ int upsample_bilinear_backward_cuda(const ext_tensor *grad_output, const ext_ten
 {
     const char *fn = "upsample_bilinear_backward";
 #ifndef EXT_WITH_CUDA
-    return ext_fail(EXT_ERR_NO_CUDA, NO_CUDA_MESSAGE, fn);
+    return ext_no_cuda(fn, NULL);
 #else
     int st = check_args(fn, "grad_output", grad_output, "grad_input", grad_input, mode, scale_h,
                         scale_w, EXT_CUDA);

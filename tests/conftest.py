@@ -1,10 +1,19 @@
 """Shared test set-up: the `gpu` marker, and --require-gpu for `make test-gpu`."""
 
+import os
 import zlib
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+
+# Property-based tests: a bounded run by default (CI), a long one for `make fuzz`.
+settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=5000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_addoption(parser):

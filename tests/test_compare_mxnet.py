@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from compare_mxnet import Side, account, find_mxnet_python, tar_at_far  # noqa: E402
-from embeddings import InputError  # noqa: E402
+from _ext.tools.embeddings import InputError  # noqa: E402
 from legacy_bins import legacy_bins, legacy_edges, naive_edges  # noqa: E402
 
 UP, DOWN = np.float32(np.inf), np.float32(-np.inf)

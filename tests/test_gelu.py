@@ -180,7 +180,7 @@ def test_cuda_entry_point_refuses_cpu_tensors():
     args = (_ffi.describe(gelu.ffi, "gelu", "input", x),
             _ffi.describe(gelu.ffi, "gelu", "output", torch.zeros(2, 3)), 0, gelu.ffi.NULL)
     expected = ("input is on cpu; gelu needs CUDA tensors" if gelu.built_with_cuda
-                else "built without CUDA")
+                else "_ext.gelu was built without CUDA")
     with pytest.raises(RuntimeError, match="gelu: " + expected):
         _ffi.check(gelu.ffi, gelu.lib, gelu.lib.gelu_forward_cuda(*args))
 

@@ -213,7 +213,7 @@ def test_shim_checks_out():
 
 def test_cuda_entry_point_refuses_cpu_tensors():
     expected = ("feats is on cpu; trilinear_interpolation_backward needs CUDA tensors"
-                if trilinear.built_with_cuda else "built without CUDA")
+                if trilinear.built_with_cuda else "_ext.trilinear was built without CUDA")
     with pytest.raises(RuntimeError, match="trilinear_interpolation_backward: " + expected):
         raw_backward(torch.zeros(4, 8, 6), None,
                      lambda *args: trilinear.lib.trilinear_backward_cuda(*args,

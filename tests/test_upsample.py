@@ -411,7 +411,7 @@ def test_backward_errors():
 
 def test_cuda_entry_point_refuses_cpu_tensors():
     expected = ("input is on cpu; upsample_bilinear needs CUDA tensors"
-                if upsample.built_with_cuda else "built without CUDA")
+                if upsample.built_with_cuda else "_ext.upsample was built without CUDA")
     with pytest.raises(RuntimeError, match="upsample_bilinear: " + expected):
         raw_call(lambda *args: upsample.lib.upsample_bilinear_forward_cuda(*args,
                                                                           upsample.ffi.NULL),
