@@ -3,7 +3,7 @@ that compare this project with other frameworks. It imports nothing but NumPy
 (1.23 or 2.x), so the MXNet side of compare_mxnet.py can use it in its own
 environment, where neither torch nor _ext exists.
 
-legacy_bins(score, nbins)   the bin src/roc_bins.h gives each float32 score
+legacy_bins(score, nbins)   the bin src/roc_math.h gives each float32 score
 legacy_edges(nbins)         float32 edges e[0..nbins] such that a float32 score
                             s in [-1, 1] has legacy bin k exactly when
                             e[k] <= s < e[k + 1]: what a histogram with

@@ -3,7 +3,9 @@
  * error message, and the status names. Compiled into each _ext module.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ext_check.h"
@@ -51,6 +53,42 @@ int ext_no_cuda(const char *fn, const char *instead)
     return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.%s was built without CUDA (nvcc was not found at "
                     "build time); rebuild with nvcc on PATH, or %s", fn, EXT_MODULE,
                     instead ? instead : "pass CPU tensors");
+}
+
+/* the test hook's count of host allocations left to fail */
+static atomic_int failing_host_allocations;
+
+void ext_test_fail_allocations(int device, int host)
+{
+    atomic_store(&failing_host_allocations, host > 0 ? host : 0);
+#ifdef EXT_WITH_CUDA
+    ext_test_fail_device_allocations(device > 0 ? device : 0);
+#else
+    (void)device;
+#endif
+}
+
+static int host_allocation_fails(void)
+{
+    int left = atomic_load(&failing_host_allocations);
+    while (left > 0 && !atomic_compare_exchange_weak(&failing_host_allocations, &left, left - 1))
+        ;
+    return left > 0;
+}
+
+void *ext_malloc(size_t bytes)
+{
+    return host_allocation_fails() ? NULL : malloc(bytes ? bytes : 1);
+}
+
+void *ext_calloc(size_t count, size_t size)
+{
+    return host_allocation_fails() ? NULL : calloc(count ? count : 1, size ? size : 1);
+}
+
+void *ext_realloc(void *ptr, size_t bytes)
+{
+    return host_allocation_fails() ? NULL : realloc(ptr, bytes ? bytes : 1);
 }
 
 int ext_built_with_cuda(void)

@@ -27,6 +27,12 @@ typedef struct {
 /* Set this thread's message (printf-style) and return `status`. */
 int ext_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* malloc, calloc and realloc as the shims use them: never NULL for a size of
+ * 0, and failing on demand for the tests (ext_test_fail_allocations). */
+void *ext_malloc(size_t bytes);
+void *ext_calloc(size_t count, size_t size);
+void *ext_realloc(void *ptr, size_t bytes);
+
 const char *ext_dtype_name(int dtype);
 int64_t ext_numel(const ext_tensor *t);
 /* Row-major contiguity from sizes and strides, as THC computed it: dims of

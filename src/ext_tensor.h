@@ -69,4 +69,9 @@ const char *ext_status_name(int status);
 /* 1 if this module was built with CUDA kernels, else 0. */
 int ext_built_with_cuda(void);
 
+/* Test hook: the next `device` device allocations and the next `host` host
+ * allocations of this module fail as out of memory; (0, 0) turns it off.
+ * Lets the tests reach every entry point's out-of-memory path. */
+void ext_test_fail_allocations(int device, int host);
+
 #endif /* EXT_TENSOR_H */

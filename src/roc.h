@@ -8,7 +8,7 @@
  *   histo2    nbins elements: the genuine pairs (labels_q[i] == labels_g[j])
  *   histo1/2  float32, float64 or int64; counts are kept in 64-bit integers
  *             and added into the caller's values once at the end
- * Bins follow roc_legacy_bin() in roc_bins.h; NaN scores are skipped and
+ * Bins follow roc_legacy_bin() in roc_math.h; NaN scores are skipped and
  * counted in *n_nan. The CUDA twin runs on the tensors' device, on `stream`
  * (a cudaStream_t; NULL is the legacy default stream), and returns after the
  * stream has finished the work.
@@ -30,20 +30,30 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
 
 /*
  * Evaluator (exact and binned ROC, and scikit-learn's curve), in steps so the
- * caller can show progress between them:
+ * caller can show progress between them and, across processes, reduce what
+ * each one counted:
  *
- *   roc_eval_create     labels, and either a score matrix (Q, G) float32 or
- *                       features feat_q (Q, D) and feat_g (G, D) float32; finds
- *                       the genuine pairs and their scores
- *   roc_eval_add_rows   counts the pairs of query rows [row_begin, row_end)
- *   roc_eval_summarize  the curve, AUC, EER and TAR@FAR from the counts
+ *   roc_eval_create       labels, and either a score matrix (Q, G) float32 or
+ *                         features feat_q (Q, D) and feat_g (G, D) float32; finds
+ *                         the genuine pairs and their scores (the levels)
+ *   roc_eval_set_levels   optional, before any rows: count against these levels
+ *                         instead (every process's genuine levels, merged)
+ *   roc_eval_add_rows     counts the pairs of query rows [row_begin, row_end)
+ *   roc_eval_fetch        completes the host counts (roc_eval_counts views them;
+ *                         the caller may reduce them in place across processes)
+ *   roc_eval_summarize    the curve, AUC, EER and TAR@FAR from the host counts
  *
  * Labels come as dense codes: codes_q (Q,) and codes_g (G,) int32 in
  * [0, n_codes); pair (i, j) is genuine when codes_q[i] == codes_g[j]. With
- * same_set, the query set is the gallery (G = Q, codes_g = codes_q, feat_g =
- * feat_q) and only the pairs j > i count. The evaluator runs on the device of
- * codes_q (CPU or CUDA), on `stream` for CUDA; it keeps the descriptors' data
- * pointers, so the tensors must outlive it.
+ * same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
+ * gallery's own set (all of it, or one process's shard): codes_q and feat_q
+ * are those rows of codes_g and feat_g (or of the score matrix's set), pair
+ * (i, j) means set entries (row_offset + i, j), and only j > row_offset + i
+ * counts (ROC_SAME_SET_UNORDERED, each unordered pair once) or every
+ * j != row_offset + i (ROC_SAME_SET_ORDERED, each unordered pair twice, as
+ * IFRT counts). The evaluator runs on the device of codes_q (CPU or CUDA), on
+ * `stream` for CUDA; it keeps the descriptors' data pointers, so the tensors
+ * must outlive it.
  *
  * Modes:
  *   ROC_MODE_EXACT   one pass, memory O(genuine pairs): the exact curve at all
@@ -57,6 +67,11 @@ typedef struct roc_eval roc_eval;
 typedef enum { ROC_MODE_EXACT = 0, ROC_MODE_BINNED = 1, ROC_MODE_CURVE = 2 } roc_mode;
 typedef enum { ROC_COSINE = 0, ROC_DOT = 1 } roc_similarity;
 typedef enum {
+    ROC_PAIRS_ALL = 0,           /* every (query, gallery) pair */
+    ROC_SAME_SET_UNORDERED = 1,  /* one set: each unordered pair once */
+    ROC_SAME_SET_ORDERED = 2     /* one set: each unordered pair twice */
+} roc_same_set;
+typedef enum {
     ROC_FAR_MAX_TPR = 0,      /* the largest TPR whose FPR <= far */
     ROC_FAR_NEAREST = 1,      /* the curve point whose FPR is nearest far */
     ROC_FAR_FIRST_ABOVE = 2,  /* the first curve point whose FPR >= far */
@@ -66,12 +81,38 @@ typedef enum {
 typedef struct {
     char caller[32];         /* the Python function, for messages: "evaluate" */
     int32_t mode;            /* roc_mode */
-    int32_t same_set;        /* 0 or 1 */
+    int32_t same_set;        /* roc_same_set */
     int32_t similarity;      /* roc_similarity, for features */
+    int64_t row_offset;      /* same_set: the set's row of query 0 */
     int64_t bins;            /* binned mode */
     double range_lo;         /* binned mode */
     double range_hi;
 } roc_eval_config;
+
+/* An evaluator's levels and counts, for a caller that reduces them across
+ * processes: pointers into the evaluator's host arrays, valid until the next
+ * call on it that is not roc_eval_counts. Reduce with SUM: the totals, at,
+ * gap, bins, below, above; MIN: gap_min; MAX: top_key, then top_count = SUM
+ * of the counts of the processes whose top_key is the maximum. */
+typedef struct {
+    int32_t mode;
+    int64_t n_levels;          /* U, the distinct genuine scores */
+    uint32_t *level_keys;      /* U: their keys (roc_math.h), ascending */
+    uint64_t *level_counts;    /* U: genuine pairs on each */
+    uint64_t *totals;          /* 4: pairs, NaN pairs, genuine pairs, NaN genuine pairs */
+    uint64_t *at;              /* exact, U: all pairs on each level */
+    uint64_t *gap;             /* exact, U + 1 */
+    uint32_t *gap_min;         /* exact, U + 1 */
+    uint32_t *top_key;         /* exact, 1 */
+    uint64_t *top_count;       /* exact, 1 */
+    int64_t n_bins;
+    uint64_t *bins;            /* binned, n_bins */
+    uint64_t *below;           /* binned, 1 */
+    uint64_t *above;           /* binned, 1 */
+    int64_t n_keys;
+    uint32_t *keys;            /* curve, n_keys: every distinct key, ascending */
+    uint64_t *key_counts;      /* curve, n_keys */
+} roc_counts_view;
 
 /* The result; arrays are owned by it (roc_summary_free). */
 typedef struct {
@@ -107,7 +148,14 @@ int roc_eval_create(roc_eval **out /* OUT */, const roc_eval_config *config,
                     const ext_tensor *codes_q, const ext_tensor *codes_g, int64_t n_codes,
                     const ext_tensor *score, const ext_tensor *feat_q,
                     const ext_tensor *feat_g, void *stream);
+int roc_eval_set_levels(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
+                        int64_t n_levels, uint64_t n_nan_genuine);
 int roc_eval_add_rows(roc_eval *eval, int64_t row_begin, int64_t row_end);
+int roc_eval_fetch(roc_eval *eval);
+int roc_eval_counts(roc_eval *eval, roc_counts_view *out /* OUT */);
+/* Curve mode: replaces the distinct keys and counts (merged across processes). */
+int roc_eval_set_keys(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
+                      int64_t n_keys);
 int roc_eval_summarize(roc_eval *eval, const double *fars, int64_t n_fars, int32_t far_rule,
                        roc_summary **out /* OUT */);
 void roc_eval_free(roc_eval *eval);

@@ -1,10 +1,12 @@
 /*
- * roc_internal.h: what the evaluator's passes count (on the CPU or the GPU)
- * and what roc_summary.c turns into a curve and its metrics. Host memory.
+ * roc_internal.h: between the evaluator's shim (roc_eval.c) and its two
+ * backends, the CPU (roc_eval_cpu.c) and the GPU (cuda/roc_eval_kernel.cu):
+ * the pairs to evaluate, what a pass counts, and what roc_summary.c turns
+ * into a curve and its metrics. Host memory, plain C.
  *
  * Every pass counts *all* pairs, genuine and impostor alike; the genuine
- * pairs are known one by one from the labels (their scores computed apart),
- * so impostor counts are all-pair counts minus genuine counts. Scores are
+ * pairs are known one by one beforehand (their scores computed apart), so
+ * impostor counts are all-pair counts minus genuine counts. Scores are
  * compared through keys (roc_score_key): order-preserving uint32 values.
  */
 #ifndef ROC_INTERNAL_H
@@ -14,12 +16,21 @@
 
 #include "roc.h"
 
-/* The distinct genuine scores, ascending, and how many genuine pairs each. */
+/* The distinct genuine scores (keys), ascending, and how many genuine pairs
+ * each. */
 typedef struct {
     int64_t n_levels;
     uint32_t *keys;
     uint64_t *counts;
 } roc_genuine_levels;
+
+/* The index over the levels that roc_find_level (roc_math.h) reads. */
+typedef struct {
+    uint32_t base;
+    int shift;
+    int64_t n_buckets;
+    uint32_t *lut;       /* n_buckets + 1 */
+} roc_level_index;
 
 /*
  * Exact mode. With g[0] < ... < g[U-1] the distinct genuine keys, every pair
@@ -61,6 +72,67 @@ typedef struct {
     uint64_t n_genuine;        /* genuine pairs, NaN excluded */
     uint64_t n_nan_genuine;
 } roc_totals;
+
+/* Everything a pass counts: one set, in host memory, owned by the evaluator.
+ * The CPU backend adds into it as it counts; the GPU backend counts on the
+ * device and copies its totals here when fetched. */
+typedef struct {
+    roc_totals totals;
+    roc_exact_counts exact;
+    roc_binned_counts binned;
+    roc_key_counts keys;
+} roc_counts;
+
+/* The pairs to evaluate, checked by the shim: (query i, gallery j) of a score
+ * matrix (Q, G) or of features (Q, D) x (G, D), on `device` (CUDA) or the CPU.
+ * With same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
+ * gallery's set (a shard of it, or all of it). */
+typedef struct {
+    int mode, same_set, similarity;
+    int device;                              /* CUDA ordinal */
+    void *stream;                            /* cudaStream_t */
+    int64_t n_query, n_gallery, dim, row_offset;
+    int64_t n_codes;
+    const int32_t *codes_q, *codes_g;        /* dense label codes in [0, n_codes) */
+    const float *score, *feat_q, *feat_g;    /* one source: score, or both features */
+} roc_source;
+
+/*
+ * The backends, behind the same calls (the CUDA ones return a cudaError_t as
+ * int, the CPU ones an ext_status with its message set, naming `caller`):
+ *
+ *   create      finds the genuine pairs and their scores: the distinct genuine
+ *               keys (*genuine, host arrays the caller frees) and the genuine
+ *               totals; *bad_code = 1 if a code lies outside [0, n_codes)
+ *   set_levels  counts against these levels from now on: (re)allocates and
+ *               zeroes the counters (levels and index stay the caller's, alive
+ *               until the next set_levels or free)
+ *   add_rows    counts the pairs of query rows [begin, end) into `counts`
+ *               (the GPU: into its device counters, copied over `counts` by
+ *               roc_eval_cuda_fetch)
+ *   free        releases everything the backend holds
+ */
+typedef struct roc_eval_cpu roc_eval_cpu;
+
+int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_counts *counts,
+                        const char *caller, roc_genuine_levels *genuine /* OUT */,
+                        roc_totals *totals /* OUT */, int *bad_code /* OUT */);
+int roc_eval_cpu_set_levels(roc_eval_cpu *backend, const roc_genuine_levels *levels,
+                            const roc_level_index *index);
+int roc_eval_cpu_add_rows(roc_eval_cpu *backend, roc_counts *counts, int64_t begin, int64_t end);
+void roc_eval_cpu_free(roc_eval_cpu *backend);
+/* pair_scores on the CPU: score (n_query, n_gallery) from the features. */
+int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
+                   int64_t dim, int similarity, float *score);
+
+/* The host arrays of `counts` for `mode` and U levels (or the bins
+ * counts->binned.n_bins), zeroed; and their release. */
+int roc_counts_alloc(roc_counts *counts, int mode, int64_t n_levels);
+void roc_counts_free(roc_counts *counts);
+
+/* The index over `levels` (host); roc_level_index_free releases it. */
+int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *index);
+void roc_level_index_free(roc_level_index *index);
 
 /* The curve and metrics, built on the host (roc_summary.c). Returns an
  * ext_status; `out` is filled and owns its arrays. */

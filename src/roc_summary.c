@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "ext_check.h"
-#include "roc_bins.h"
+#include "roc_math.h"
 #include "roc_internal.h"
 
 typedef unsigned __int128 u128;

@@ -387,7 +387,7 @@ def test_no_genuine_or_no_impostor_pairs(rng):
      "far_rule must be one of"),
     (dict(score=np.zeros((3, 4), np.float32), fars=(1.5,)), ValueError, r"fars must lie in \[0, 1\]"),
     (dict(score=np.zeros((3, 4), np.float32), mode="binned", bins=0), ValueError,
-     "bins must be at least 1"),
+     r"bins must lie in \[1, 2\^30\]"),
     (dict(score=np.zeros((3, 4), np.float32), mode="binned", range=(1.0, -1.0)), ValueError,
      "range must be finite with lo < hi"),
     (dict(), ValueError, "give either score=, or feat_q="),

@@ -3,7 +3,7 @@
  * against a CPU reference before it is timed (kept apart from the library).
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc dev/cuda/roc_hist.cu dev/cuda/roc_blog.cu \
- *        src/cuda/roc_kernel.cu src/cuda/ext_cuda.cu -o build/roc_hist && ./build/roc_hist [Q G]
+ *        src/cuda/roc_hist_kernel.cu src/cuda/ext_cuda.cu -o build/roc_hist && ./build/roc_hist [Q G]
  *
  * version 0: the blog's kernel (2018) as published (dev/cuda/roc_blog.cu):
  *            <<<1024, 1024>>>, float counters, 32-bit indices, a div and a mod
@@ -11,7 +11,7 @@
  * version 1: the first library kernel: a flat range of pairs per block, each
  *            thread 4 pairs a step with one 16-byte load, (row, col) advanced
  *            incrementally, 32-bit shared counters flushed into 64-bit ones.
- * version 2: the library's kernel now (src/cuda/roc_kernel.cu, through its
+ * version 2: the library's kernel now (src/cuda/roc_hist_kernel.cu, through its
  *            launcher, so with its allocation, final add and NaN read-back):
  *            warps over (row, 2048-column segment) items, the row's label read
  *            once, 16-byte loads with the row's misaligned ends peeled. It has
@@ -50,9 +50,9 @@
 #include <random>
 #include <vector>
 
-#include "cuda/roc_kernel.h"
+#include "cuda/roc_hist_kernel.h"
 #include "ext_tensor.h"
-#include "roc_bins.h"
+#include "roc_math.h"
 
 #define CHECK(call)                                                                    \
     do {                                                                               \

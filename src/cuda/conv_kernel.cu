@@ -406,7 +406,8 @@ cudaError_t grad_kernel_tiled(const conv_geometry &g, const T *image, const T *g
     const int64_t wave = int64_t(ext_sm_count()) * std::max(per_sm, 1);
     const int64_t blocks = std::max<int64_t>(1, std::min((wave + grid_y - 1) / grid_y, tiles));
 
-    ExtDeviceBuffer<double> partial(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<double> partial(arena);
     EXT_CUDA_TRY(partial.allocate(size_t(groups * blocks * K * K)));
     tiled<<<dim3(unsigned(blocks), unsigned(grid_y)), dim3(kTileW, K), 0, stream>>>(
         image, grad_out, int(g.height), int(g.width), planes_per_group, groups, int(tiles_x),

@@ -3,7 +3,13 @@
  */
 #include "ext_cuda.cuh"
 
+#include <atomic>
 #include <mutex>
+
+/* The test hook's count of device allocations left to fail. */
+static std::atomic<int> failing_allocations{0};
+
+extern "C" void ext_test_fail_device_allocations(int count) { failing_allocations = count; }
 
 extern "C" const char *ext_cuda_error_string(int err)
 {
@@ -49,4 +55,52 @@ cudaError_t ext_scratch_pool(cudaMemPool_t *pool)
     }
     *pool = pools[device];
     return cudaSuccess;
+}
+
+ExtDeviceArena::~ExtDeviceArena()
+{
+    if (own_pool_) {
+        /* the buffers' frees are queued on the stream: let them land first */
+        cudaStreamSynchronize(stream_);
+        cudaMemPoolDestroy(own_pool_);
+    }
+}
+
+cudaError_t ExtDeviceArena::use_own_pool(int device)
+{
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    EXT_CUDA_TRY(cudaMemPoolCreate(&own_pool_, &props));
+    uint64_t keep = UINT64_MAX;
+    return cudaMemPoolSetAttribute(own_pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+}
+
+cudaError_t ExtDeviceArena::allocate(void **ptr, size_t bytes)
+{
+    *ptr = nullptr;
+    int left = failing_allocations.load();
+    while (left > 0 && !failing_allocations.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left > 0)
+        return cudaErrorMemoryAllocation;
+    cudaMemPool_t pool = own_pool_;
+    if (!pool)
+        EXT_CUDA_TRY(ext_scratch_pool(&pool));
+    cudaError_t err = cudaMallocFromPoolAsync(ptr, bytes, pool, stream_);
+    if (err != cudaSuccess) {
+        *ptr = nullptr;
+        cudaGetLastError(); /* the failed allocation is reported here, not left sticky */
+        return err;
+    }
+    in_use_ += int64_t(bytes);
+    peak_ = in_use_ > peak_ ? in_use_ : peak_;
+    return cudaSuccess;
+}
+
+void ExtDeviceArena::free(void *ptr, size_t bytes)
+{
+    cudaFreeAsync(ptr, stream_);
+    in_use_ -= int64_t(bytes);
 }

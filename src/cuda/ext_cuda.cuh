@@ -53,29 +53,72 @@ class ExtDeviceGuard {
  * at every call (tens of microseconds each). Created on first use. */
 cudaError_t ext_scratch_pool(cudaMemPool_t *pool /* OUT */);
 
-/* Device memory for one launch, allocated and freed in stream order. */
-template <typename T> class ExtDeviceBuffer {
+/* Where a launcher's device memory comes from: stream-ordered allocations on
+ * `stream`, from the device's scratch pool or from a pool of the arena's own
+ * (use_own_pool: it keeps every freed byte for the next allocation, for an
+ * evaluation that allocates and frees the same large buffers step after
+ * step). It counts the bytes its buffers hold and their peak. Declare it
+ * before the buffers that use it: they must be released first. */
+class ExtDeviceArena {
   public:
-    explicit ExtDeviceBuffer(cudaStream_t stream) : stream_(stream) {}
-    ExtDeviceBuffer(const ExtDeviceBuffer &) = delete;
-    ExtDeviceBuffer &operator=(const ExtDeviceBuffer &) = delete;
-    ~ExtDeviceBuffer()
-    {
-        if (ptr_)
-            cudaFreeAsync(ptr_, stream_);
-    }
-    cudaError_t allocate(size_t count)
-    {
-        cudaMemPool_t pool;
-        EXT_CUDA_TRY(ext_scratch_pool(&pool));
-        return cudaMallocFromPoolAsync(reinterpret_cast<void **>(&ptr_), count * sizeof(T), pool,
-                                       stream_);
-    }
-    T *get() const { return ptr_; }
+    explicit ExtDeviceArena(cudaStream_t stream) : stream_(stream) {}
+    ExtDeviceArena(const ExtDeviceArena &) = delete;
+    ExtDeviceArena &operator=(const ExtDeviceArena &) = delete;
+    ~ExtDeviceArena();
+
+    cudaError_t use_own_pool(int device);
+    cudaError_t allocate(void **ptr, size_t bytes);
+    void free(void *ptr, size_t bytes);
+    cudaStream_t stream() const { return stream_; }
+    int64_t peak_bytes() const { return peak_; }
 
   private:
     cudaStream_t stream_;
+    cudaMemPool_t own_pool_ = nullptr;
+    int64_t in_use_ = 0, peak_ = 0;
+};
+
+/* count elements of T on the device, freed (in stream order) when the buffer
+ * goes out of scope or is allocated again: an early error return frees
+ * everything its scope allocated. Movable, not copyable. */
+template <typename T> class ExtDeviceBuffer {
+  public:
+    explicit ExtDeviceBuffer(ExtDeviceArena &arena) : arena_(&arena) {}
+    ExtDeviceBuffer(const ExtDeviceBuffer &) = delete;
+    ExtDeviceBuffer &operator=(const ExtDeviceBuffer &) = delete;
+    ExtDeviceBuffer(ExtDeviceBuffer &&other) noexcept
+        : arena_(other.arena_), ptr_(other.ptr_), count_(other.count_)
+    {
+        other.ptr_ = nullptr;
+        other.count_ = 0;
+    }
+    ~ExtDeviceBuffer() { release(); }
+
+    /* Room for max(count, 1) elements (so get() is never NULL once allocated). */
+    cudaError_t allocate(size_t count)
+    {
+        release();
+        void *ptr = nullptr;
+        EXT_CUDA_TRY(arena_->allocate(&ptr, bytes_for(count)));
+        ptr_ = static_cast<T *>(ptr);
+        count_ = count;
+        return cudaSuccess;
+    }
+    void release()
+    {
+        if (ptr_)
+            arena_->free(ptr_, bytes_for(count_));
+        ptr_ = nullptr;
+        count_ = 0;
+    }
+    T *get() const { return ptr_; }
+    size_t size() const { return count_; }
+
+  private:
+    static size_t bytes_for(size_t count) { return (count > 0 ? count : 1) * sizeof(T); }
+    ExtDeviceArena *arena_;
     T *ptr_ = nullptr;
+    size_t count_ = 0;
 };
 
 /* kN consecutive elements of T moved as one access: ExtVec<float, 4> and

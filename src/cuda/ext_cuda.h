@@ -13,6 +13,9 @@ extern "C" {
 const char *ext_cuda_error_string(int err);
 /* 1 if `err` is cudaErrorMemoryAllocation. */
 int ext_cuda_error_is_oom(int err);
+/* Test hook: the next `count` device allocations of this module's launchers
+ * fail as out of memory (0 turns it off). */
+void ext_test_fail_device_allocations(int count);
 
 #ifdef __cplusplus
 }

@@ -269,7 +269,8 @@ cudaError_t forward(const pcl_problem &p, T *loss, DeviceScan *scan, cudaStream_
 {
     const int blocks = int(std::min<int64_t>((p.n_proposals + kThreads - 1) / kThreads,
                                              kMaxProposalBlocks));
-    ExtDeviceBuffer<double> partial(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<double> partial(arena);
     EXT_CUDA_TRY(partial.allocate(size_t(blocks)));
     pcl_proposals_kernel<T><<<blocks, kThreads, 0, stream>>>(p, partial.get(), scan);
     EXT_CUDA_TRY(cudaGetLastError());
@@ -297,7 +298,8 @@ extern "C" int pcl_forward_launch(const pcl_problem *problem, void *loss, int de
     ExtDeviceGuard guard(device);
     EXT_CUDA_TRY(guard.error());
     cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-    ExtDeviceBuffer<DeviceScan> device_scan(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<DeviceScan> device_scan(arena);
     EXT_CUDA_TRY(device_scan.allocate(1));
     EXT_CUDA_TRY(reset_scan(device_scan.get(), stream));
     if (problem->dtype == EXT_FLOAT32)
@@ -315,7 +317,8 @@ extern "C" int pcl_backward_launch(const pcl_problem *problem, const void *grad_
     ExtDeviceGuard guard(device);
     EXT_CUDA_TRY(guard.error());
     cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-    ExtDeviceBuffer<DeviceScan> device_scan(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<DeviceScan> device_scan(arena);
     EXT_CUDA_TRY(device_scan.allocate(1));
     EXT_CUDA_TRY(reset_scan(device_scan.get(), stream));
     if (problem->dtype == EXT_FLOAT32)

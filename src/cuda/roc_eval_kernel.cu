@@ -1,20 +1,23 @@
 /*
- * roc_eval_kernel.cu: the evaluator on the GPU (the steps are in roc_eval.c).
+ * roc_eval_kernel.cu: the evaluator's GPU backend (the steps are in
+ * roc_eval.c, the calls in roc_internal.h).
  *
  * Genuine pairs: the gallery is sorted by label code (CUB, stable), so the
  * genuine partners of a query are one contiguous group. One thread per
  * genuine pair computes its score (read from the score matrix, or the dot
  * product with the same fmaf chain as the tiles below), then CUB sorts and
- * run-length encodes the keys into the distinct genuine levels, and the host
- * builds a lookup table over them.
+ * run-length encodes the keys into the distinct genuine levels, which go to
+ * the host (the shim indexes them and sets them back).
  *
  * The counting pass reads the score matrix (warps over row segments) or
  * computes it tile by tile from the features (roc_gemm.cuh: fp32 FMA, k in
- * order, never stored) and hands every pair to a Counter: exact (the level or gap between
- * genuine keys: lookup table, then a short binary search), binned (numpy's
- * uniform bins) or curve (the pair's key into a buffer that CUB sorts and
- * merges into the distinct keys so far). Counters are private to a block in
- * shared memory where they fit, and added into 64-bit global ones at the end.
+ * order, never stored) and hands every pair to a Counter (roc_count.cuh):
+ * exact (the level or gap between genuine keys), binned (numpy's uniform
+ * bins) or curve (the pair's key into a buffer that CUB sorts and merges into
+ * the distinct keys so far).
+ *
+ * Device memory comes from the evaluator's arena (ext_cuda.cuh): every buffer
+ * is released by its owner's scope, so an early error return leaks nothing.
  */
 #include <stdint.h>
 
@@ -23,18 +26,20 @@
 
 #include <cub/cub.cuh>
 
-#include "../roc_bins.h"
+extern "C" {
+#include "../ext_check.h"
+}
+#include "../roc_math.h"
 #include "ext_cuda.cuh"
+#include "roc_count.cuh"
+#include "roc_eval_kernel.h"
 #include "roc_gemm.cuh"
-#include "roc_kernel.h"
+
+using namespace roc_count;
 
 namespace {
 
-enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3 };
-
-constexpr int kThreads = 256;
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
-constexpr int kLutBits = 16;              /* lookup table: at most 2^16 buckets */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
@@ -46,409 +51,17 @@ constexpr size_t kSharedCountersScore = 96 * 1024;
 constexpr size_t kSharedCountersFeature = 56 * 1024;
 constexpr size_t kStaticSharedMargin = 1024; /* the kernels' own static shared memory */
 
-// ----------------------------------------------------------------------------
-// device memory, with the evaluator's peak recorded
+template <typename T> using Buffer = ExtDeviceBuffer<T>;
 
-template <typename T> struct DeviceArray {
-    T *ptr = nullptr;
-    size_t n = 0;
-};
-
-/* Stream-ordered allocations from a pool of the arena's own (when it has one),
- * which keeps freed memory for the next allocation instead of handing it back
- * to the driver at every synchronization: an evaluation allocates and frees
- * the same large buffers once per step. */
-struct Arena {
-    cudaStream_t stream = nullptr;
-    cudaMemPool_t pool = nullptr;
-    int64_t now = 0, peak = 0;
-
-    cudaError_t create_pool(int device)
-    {
-        cudaMemPoolProps props = {};
-        props.allocType = cudaMemAllocationTypePinned;
-        props.location.type = cudaMemLocationTypeDevice;
-        props.location.id = device;
-        EXT_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
-        uint64_t keep = UINT64_MAX;
-        return cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-    void destroy_pool()
-    {
-        if (pool)
-            cudaMemPoolDestroy(pool);
-        pool = nullptr;
-    }
-
-    template <typename T> cudaError_t alloc(DeviceArray<T> &a, size_t n)
-    {
-        release(a);
-        const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-        void **ptr = reinterpret_cast<void **>(&a.ptr);
-        cudaError_t err = pool ? cudaMallocFromPoolAsync(ptr, bytes, pool, stream)
-                               : cudaMallocAsync(ptr, bytes, stream);
-        if (err != cudaSuccess) {
-            a.ptr = nullptr;
-            return err;
-        }
-        a.n = n;
-        now += int64_t(bytes);
-        peak = std::max(peak, now);
-        return cudaSuccess;
-    }
-    template <typename T> void release(DeviceArray<T> &a)
-    {
-        if (a.ptr) {
-            cudaFreeAsync(a.ptr, stream);
-            now -= int64_t(std::max<size_t>(a.n, 1) * sizeof(T));
-        }
-        a.ptr = nullptr;
-        a.n = 0;
-    }
-};
-
-/* A CUB device-wide call: size the scratch space, allocate it, run, free it. */
-template <typename Call> cudaError_t cub_run(Arena &arena, Call call)
+/* A CUB device-wide call: size the scratch space, allocate it, run. */
+template <typename Call> cudaError_t cub_run(ExtDeviceArena &arena, Call call)
 {
     size_t bytes = 0;
     EXT_CUDA_TRY(call(nullptr, bytes));
-    DeviceArray<char> scratch;
-    EXT_CUDA_TRY(arena.alloc(scratch, bytes));
-    cudaError_t err = call(scratch.ptr, bytes);
-    arena.release(scratch);
-    return err;
+    Buffer<char> scratch(arena);
+    EXT_CUDA_TRY(scratch.allocate(bytes));
+    return call(scratch.get(), bytes);
 }
-
-// ----------------------------------------------------------------------------
-// what a counting pass needs (by value, as a kernel argument)
-
-struct PassParams {
-    int64_t n_gallery, row_begin, row_end;
-    int same_set;
-    /* exact */
-    const uint32_t *levels;
-    int64_t n_levels;
-    const uint32_t *lut;
-    uint32_t lut_base;
-    int lut_shift;
-    unsigned long long *at, *gap;
-    uint32_t *gap_min;
-    int shared_gaps;
-    /* binned */
-    const float *edges;
-    int64_t n_bins;
-    float lo32, scale32;
-    unsigned long long *bins; /* below, n_bins bins, above */
-    int shared_bins;
-    /* curve: one key per pair of the rows; store: one score per pair */
-    uint32_t *keys;
-    float *scores;
-    /* every mode */
-    unsigned long long *totals; /* pairs, NaN pairs */
-    uint32_t *block_top_key;
-    unsigned long long *block_top_count;
-};
-
-/* Index of the first genuine level >= key (0 .. n_levels), and whether it
- * equals key; lowest and highest are the first and last levels. */
-__device__ __forceinline__ int64_t find_level(const PassParams &p, uint32_t lowest,
-                                              uint32_t highest, uint32_t key, bool &at)
-{
-    const uint32_t *levels = p.levels;
-    at = false;
-    if (key < lowest)
-        return 0;
-    if (key > highest)
-        return p.n_levels;
-    const uint32_t bucket = (key - p.lut_base) >> p.lut_shift;
-    int64_t lo = __ldg(p.lut + bucket), hi = __ldg(p.lut + bucket + 1);
-    while (lo < hi) {
-        int64_t mid = (lo + hi) >> 1;
-        if (__ldg(levels + mid) < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    at = __ldg(levels + lo) == key;
-    return lo;
-}
-
-/* Bytes of private counters (and, binned, the edges) a pass of `mode` keeps
- * in shared memory. */
-size_t counter_bytes(int mode, const PassParams &p)
-{
-    if (mode == kExact && p.shared_gaps)
-        return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
-    if (mode == kBinned && p.shared_bins)
-        return size_t(p.n_bins + 2) * sizeof(uint32_t) + size_t(p.n_bins + 1) * sizeof(float);
-    return 0;
-}
-
-/* Counts the pairs one thread sees, then the block's, into the globals.
- * Exact mode keeps the current run of pairs that fall in one gap (most
- * impostors of a row share a few gaps) and flushes it when the gap changes. */
-template <int kMode> class Counter {
-  public:
-    __device__ Counter(const PassParams &p, uint32_t *shared)
-        : p_(p), shared_(shared)
-    {
-        if (kMode == kExact && p.n_levels > 0) {
-            lowest_ = __ldg(p.levels);
-            highest_ = __ldg(p.levels + p.n_levels - 1);
-        }
-    }
-
-    __device__ void begin_block()
-    {
-        if (kMode == kExact && p_.shared_gaps) {
-            for (int64_t g = threadIdx.x; g <= p_.n_levels; g += blockDim.x) {
-                shared_[g] = 0;
-                shared_[p_.n_levels + 1 + g] = 0xffffffffu;
-            }
-        } else if (kMode == kBinned && p_.shared_bins) {
-            float *edges = reinterpret_cast<float *>(shared_ + p_.n_bins + 2);
-            for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
-                shared_[b] = 0;
-            for (int64_t b = threadIdx.x; b <= p_.n_bins; b += blockDim.x)
-                edges[b] = p_.edges[b];
-        }
-        __syncthreads();
-    }
-
-    __device__ __forceinline__ void pair(int64_t i, int64_t j, float s)
-    {
-        if (kMode == kStore) {
-            p_.scores[i * p_.n_gallery + j] = s;
-            return;
-        }
-        n_pairs_++;
-        const bool nan = isnan(s);
-        n_nan_ += nan;
-        if (kMode == kCurve) {
-            p_.keys[(i - p_.row_begin) * p_.n_gallery + j] = nan ? ROC_NO_KEY : roc_score_key(s);
-            return;
-        }
-        if (nan)
-            return;
-        if (kMode == kBinned) {
-            if (p_.shared_bins)
-                atomicAdd(&shared_[shared_bin(s) + 1], 1u);
-            else
-                atomicAdd(&p_.bins[roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.scale32) + 1],
-                          1ull);
-            return;
-        }
-        const uint32_t key = roc_score_key(s);
-        if (key > top_key_ || top_count_ == 0) {
-            top_key_ = key;
-            top_count_ = 1;
-        } else if (key == top_key_) {
-            top_count_++;
-        }
-        bool at;
-        const int g = int(find_level(p_, lowest_, highest_, key, at));
-        if (at) { /* rare: a pair scored exactly like a genuine level */
-            atomicAdd(&p_.at[g], 1ull);
-            return;
-        }
-        if (g != run_gap_) {
-            flush_run();
-            run_gap_ = g;
-        }
-        run_count_++;
-        run_min_ = min(run_min_, key);
-    }
-
-    /* Pairs (row[u], col[u], s[u]) for which use[u], as pair() counts them.
-     * The common cases go without a branch per pair, so that the four pairs'
-     * loads and atomics overlap: binned, bins whose edges (read for all four
-     * first) hold the scores; exact, four scores below every genuine level. */
-    __device__ __forceinline__ void pairs4(const int64_t (&row)[4], const int64_t (&col)[4],
-                                           const float (&s)[4], const bool (&use)[4])
-    {
-        if (kMode == kBinned && p_.shared_bins) {
-            const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
-            int b[4];
-            float lo[4], hi[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                b[u] = estimated_bin(s[u]);
-                lo[u] = edges[b[u]];
-                hi[u] = edges[b[u] + 1];
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                if (!use[u])
-                    continue;
-                n_pairs_++;
-                if (isnan(s[u])) {
-                    n_nan_++;
-                    continue;
-                }
-                const int bin = bin_holds(s[u], b[u], lo[u], hi[u])
-                                    ? b[u]
-                                    : int(roc_uniform_bin(s[u], edges, p_.n_bins, p_.lo32,
-                                                          p_.scale32));
-                atomicAdd(&shared_[bin + 1], 1u);
-            }
-            return;
-        }
-        if (kMode == kExact) {
-            uint32_t key[4];
-            bool below = true;
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                key[u] = roc_score_key(s[u]);
-                below = below && use[u] && !isnan(s[u]) && key[u] < lowest_;
-            }
-            if (below) { /* all four in gap 0 */
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const bool top = key[u] > top_key_ || top_count_ == 0;
-                    top_count_ = top ? 1 : top_count_ + (key[u] == top_key_);
-                    top_key_ = top ? key[u] : top_key_;
-                }
-                n_pairs_ += 4;
-                if (run_gap_ != 0) {
-                    flush_run();
-                    run_gap_ = 0;
-                }
-                run_count_ += 4;
-                run_min_ = min(run_min_, min(min(key[0], key[1]), min(key[2], key[3])));
-                return;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-            if (use[u])
-                pair(row[u], col[u], s[u]);
-    }
-
-    __device__ void end_block()
-    {
-        if (kMode == kStore)
-            return;
-        if (kMode == kExact)
-            flush_run();
-        reduce_totals();
-        __syncthreads();
-        if (kMode == kExact && p_.shared_gaps) {
-            for (int64_t g = threadIdx.x; g <= p_.n_levels; g += blockDim.x)
-                if (shared_[g]) {
-                    atomicAdd(&p_.gap[g], (unsigned long long)shared_[g]);
-                    atomicMin(&p_.gap_min[g], shared_[p_.n_levels + 1 + g]);
-                }
-        } else if (kMode == kBinned && p_.shared_bins) {
-            for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
-                if (shared_[b])
-                    atomicAdd(&p_.bins[b], (unsigned long long)shared_[b]);
-        }
-    }
-
-  private:
-    /* The bin the score's position suggests, clamped into [0, n_bins) (the
-     * conversion saturates and takes NaN to 0), so that its edges can be read. */
-    __device__ __forceinline__ int estimated_bin(float s) const
-    {
-        return min(max(__float2int_rz((s - p_.lo32) * p_.scale32), 0), int(p_.n_bins) - 1);
-    }
-
-    /* Whether bin b, with edges lo and hi, holds the score: then b is
-     * roc_uniform_bin's answer (no other bin can hold it). */
-    __device__ __forceinline__ bool bin_holds(float s, int b, float lo, float hi) const
-    {
-        return lo <= s && (s < hi || (b == int(p_.n_bins) - 1 && s <= hi));
-    }
-
-    /* roc_uniform_bin's answer with the edges in shared memory: the estimated
-     * bin when its two edges hold the score (nearly always), else
-     * roc_uniform_bin's search. ncu, 10,000 x 21,000 from features: with the
-     * search through generic loads every time, the binned count after the
-     * tile product took 3.5x the warp time of storing the scores. */
-    __device__ __forceinline__ int shared_bin(float s) const
-    {
-        const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
-        const int b = estimated_bin(s);
-        if (bin_holds(s, b, edges[b], edges[b + 1]))
-            return b;
-        return int(roc_uniform_bin(s, edges, p_.n_bins, p_.lo32, p_.scale32));
-    }
-
-    __device__ void flush_run()
-    {
-        if (run_count_ == 0)
-            return;
-        if (p_.shared_gaps) {
-            atomicAdd(&shared_[run_gap_], run_count_);
-            atomicMin(&shared_[p_.n_levels + 1 + run_gap_], run_min_);
-        } else {
-            atomicAdd(&p_.gap[run_gap_], (unsigned long long)run_count_);
-            atomicMin(&p_.gap_min[run_gap_], run_min_);
-        }
-        run_count_ = 0;
-        run_min_ = 0xffffffffu;
-    }
-
-    /* pairs and NaN pairs into the globals; the block's top key and its count
-     * into the block's slot (merged after the kernel) */
-    __device__ void reduce_totals()
-    {
-        __shared__ unsigned long long warp_pairs[kThreads / 32], warp_nan[kThreads / 32];
-        __shared__ uint32_t warp_key[kThreads / 32];
-        __shared__ unsigned long long warp_count[kThreads / 32];
-        unsigned long long pairs = n_pairs_, nan = n_nan_, count = top_count_;
-        uint32_t key = top_key_;
-        for (int offset = 16; offset > 0; offset /= 2) {
-            pairs += __shfl_down_sync(0xffffffffu, pairs, offset);
-            nan += __shfl_down_sync(0xffffffffu, nan, offset);
-            merge_top(key, count, __shfl_down_sync(0xffffffffu, key, offset),
-                      __shfl_down_sync(0xffffffffu, count, offset));
-        }
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        if (lane == 0) {
-            warp_pairs[warp] = pairs;
-            warp_nan[warp] = nan;
-            warp_key[warp] = key;
-            warp_count[warp] = count;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int w = 1; w < int(blockDim.x / 32); w++) {
-                pairs += warp_pairs[w];
-                nan += warp_nan[w];
-                merge_top(key, count, warp_key[w], warp_count[w]);
-            }
-            atomicAdd(&p_.totals[0], pairs);
-            atomicAdd(&p_.totals[1], nan);
-            if (kMode == kExact) {
-                p_.block_top_key[blockIdx.x] = key;
-                p_.block_top_count[blockIdx.x] = count;
-            }
-        }
-    }
-
-    static __device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
-                                                     uint32_t other_key,
-                                                     unsigned long long other_count)
-    {
-        if (other_count == 0)
-            return;
-        if (count == 0 || other_key > key) {
-            key = other_key;
-            count = other_count;
-        } else if (other_key == key) {
-            count += other_count;
-        }
-    }
-
-    const PassParams &p_;
-    uint32_t *shared_;
-    /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
-    unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
-    uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
-    int run_gap_ = -1;
-    uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
-};
 
 // ----------------------------------------------------------------------------
 // counting passes
@@ -464,32 +77,35 @@ __global__ void __launch_bounds__(kThreads)
     Counter<kMode> counter(p, shared);
     counter.begin_block();
     const int lane = threadIdx.x % 32;
+    const bool ordered = p.same_set == ROC_SAME_SET_ORDERED;
     const int64_t n_segments = (p.n_gallery + kSegment - 1) / kSegment;
     const int64_t n_items = (p.row_end - p.row_begin) * n_segments;
     const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
          item += n_warps) {
         const int64_t i = p.row_begin + item / n_segments;
+        const int64_t diagonal = p.row_offset + i; /* one set: the pair with itself */
         int64_t c0 = (item % n_segments) * kSegment;
         const int64_t c1 = c0 + kSegment < p.n_gallery ? c0 + kSegment : p.n_gallery;
-        if (p.same_set && c0 < i + 1)
-            c0 = i + 1;
+        if (p.same_set == ROC_SAME_SET_UNORDERED && c0 < diagonal + 1)
+            c0 = diagonal + 1;
         if (c0 >= c1)
             continue;
         const float *row = score + i * p.n_gallery;
         const int64_t misaligned = (reinterpret_cast<uintptr_t>(row + c0) / 4) % 4;
         const int64_t body = c0 + (4 - misaligned) % 4 < c1 ? c0 + (4 - misaligned) % 4 : c1;
         const int64_t tail = body + (c1 - body) / 4 * 4;
-        if (c0 + lane < body)
+        if (c0 + lane < body && !(ordered && c0 + lane == diagonal))
             counter.pair(i, c0 + lane, __ldg(row + c0 + lane));
         for (int64_t j = body + 4 * lane; j < tail; j += 4 * 32) {
             const float4 v = __ldg(reinterpret_cast<const float4 *>(row + j));
-            counter.pair(i, j, v.x);
-            counter.pair(i, j + 1, v.y);
-            counter.pair(i, j + 2, v.z);
-            counter.pair(i, j + 3, v.w);
+            const float s[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (!(ordered && j + u == diagonal))
+                    counter.pair(i, j + u, s[u]);
         }
-        if (tail + lane < c1)
+        if (tail + lane < c1 && !(ordered && tail + lane == diagonal))
             counter.pair(i, tail + lane, __ldg(row + tail + lane));
     }
     counter.end_block();
@@ -497,7 +113,7 @@ __global__ void __launch_bounds__(kThreads)
 
 /* The operands of the feature pass: features prepared k-major and padded
  * (roc_gemm.cuh), A for the queries and B for the gallery (the same for one
- * set). */
+ * whole set). */
 struct Operands {
     const float *a, *b;
     int64_t lda, ldb, k_pad;
@@ -529,13 +145,16 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
         const int64_t m0 = (first_tile + group * kGroupRows + in_group % rows_in_group) *
                            roc_gemm::kBM;
         const int64_t n0 = (in_group / rows_in_group) * roc_gemm::kBN;
-        if (p.same_set && n0 + roc_gemm::kBN - 1 <= m0)
+        /* the set's rows of this tile: d0 .. d0 + kBM - 1 */
+        const int64_t d0 = p.row_offset + m0;
+        if (p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= d0)
             continue; /* every column at or left of every row: below the diagonal */
         float acc[8][FeatureTile::kFragN];
         FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0, n0, op.k_pad, tiles, acc);
+        const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
+                                  (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
         const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
-                           n0 + roc_gemm::kBN <= p.n_gallery &&
-                           (!p.same_set || n0 >= m0 + roc_gemm::kBM);
+                           n0 + roc_gemm::kBN <= p.n_gallery && (!p.same_set || off_diagonal);
         /* The tile goes through shared memory, 64 rows at a time (the first half
          * of the warps hold rows 0-63): the accumulators are then dead, and the
          * counting loop is small and reads consecutive columns. */
@@ -566,7 +185,7 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                     row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
                     col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
                     use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
-                                       col[u] < p.n_gallery && (!p.same_set || col[u] > row[u]));
+                                       col[u] < p.n_gallery && counted(p, row[u], col[u]));
                 }
                 counter.pairs4(row, col, v, use);
             }
@@ -639,41 +258,50 @@ __global__ void position_kernel(const int64_t *members, int64_t n, int64_t *posi
         position[members[t]] = t;
 }
 
-/* Genuine partners of query i: sorted positions [first, start[code + 1]). */
-__device__ __forceinline__ int64_t first_partner(const int32_t *codes_q, const int64_t *start,
-                                                 const int64_t *position, int same_set, int64_t i)
-{
-    return same_set ? position[i] + 1 : start[codes_q[i]];
-}
+/* How query row i finds its genuine partners among the gallery sorted by code
+ * (members, grouped: start[c] .. start[c + 1]; gallery entry j at
+ * position[j]). One set: the query is the set's row row_offset + i, whose own
+ * code is the gallery's. */
+struct Partners {
+    const int32_t *codes_q, *codes_g;
+    const int64_t *start, *position, *members;
+    int64_t n_codes, row_offset;
+    int same_set;
 
-__global__ void genuine_count_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_codes,
-                                     const int64_t *start, const int64_t *position,
-                                     int same_set, int64_t *count)
+    /* The partners of row i: sorted positions [*first, *end), less the row
+     * itself when one set counts ordered pairs (the position to skip, else
+     * -1); returns how many pairs, 0 for a code outside [0, n_codes). */
+    __device__ int64_t range(int64_t i, int64_t *first, int64_t *end, int64_t *skip) const
+    {
+        const int64_t self = row_offset + i;
+        const int32_t code = same_set ? codes_g[self] : codes_q[i];
+        *first = *end = 0;
+        *skip = -1;
+        if (code < 0 || code >= n_codes) /* reported by check_codes_kernel */
+            return 0;
+        *first = same_set == ROC_SAME_SET_UNORDERED ? position[self] + 1 : start[code];
+        *end = start[code + 1];
+        if (same_set == ROC_SAME_SET_ORDERED)
+            *skip = position[self];
+        return *end - *first - (*skip >= 0);
+    }
+};
+
+__global__ void genuine_count_kernel(const Partners partners, int64_t n_query, int64_t *count)
 {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i <= n_query;
          i += int64_t(gridDim.x) * blockDim.x) {
-        if (i == n_query) {
-            count[i] = 0;
-            continue;
-        }
-        if (codes_q[i] < 0 || codes_q[i] >= n_codes) { /* reported by check_codes_kernel */
-            count[i] = 0;
-            continue;
-        }
-        const int64_t first = first_partner(codes_q, start, position, same_set, i);
-        const int64_t end = start[codes_q[i] + 1];
-        count[i] = end > first ? end - first : 0;
+        int64_t first, end, skip;
+        count[i] = i == n_query ? 0 : partners.range(i, &first, &end, &skip);
     }
 }
 
 /* One thread per genuine pair: its key (or NO_KEY for NaN). The dot product is
  * the fmaf chain of FeatureTile::product over the same prepared operands,
  * so the two agree bit for bit. */
-__global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int64_t n_gallery,
-                                   const int64_t *start, const int64_t *position,
-                                   const int64_t *members, const int64_t *offset, int same_set,
-                                   const float *score, const Operands op, int64_t n_pairs,
-                                   uint32_t *keys, unsigned long long *n_nan)
+__global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int64_t n_gallery,
+                                   const int64_t *offset, const float *score, const Operands op,
+                                   int64_t n_pairs, uint32_t *keys, unsigned long long *n_nan)
 {
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_pairs;
          t += int64_t(gridDim.x) * blockDim.x) {
@@ -686,8 +314,12 @@ __global__ void genuine_key_kernel(const int32_t *codes_q, int64_t n_query, int6
                 hi = mid - 1;
         }
         const int64_t i = lo;
-        const int64_t j =
-            members[first_partner(codes_q, start, position, same_set, i) + (t - offset[i])];
+        int64_t first, end, skip;
+        partners.range(i, &first, &end, &skip);
+        int64_t m = first + (t - offset[i]);
+        if (skip >= 0 && m >= skip)
+            m++;
+        const int64_t j = partners.members[m];
         float s;
         if (score) {
             s = score[i * n_gallery + j];
@@ -749,134 +381,190 @@ unsigned grid_for(int64_t n, int threads = kThreads)
                                                            int64_t(ext_sm_count()) * 32)));
 }
 
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+/* features x (n, dim) -> out (k_pad, ld), k-major, zero-padded; scaled to unit
+ * length for cosine. */
+cudaError_t prepare(ExtDeviceArena &arena, const float *x, int64_t n, int64_t dim, bool cosine,
+                    int64_t ld, int64_t k_pad, Buffer<float> &out)
+{
+    Buffer<double> inverse(arena);
+    if (cosine) {
+        EXT_CUDA_TRY(inverse.allocate(n));
+        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream()>>>(x, n, dim,
+                                                                          inverse.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    EXT_CUDA_TRY(out.allocate(k_pad * ld));
+    if (k_pad > 0) {
+        const dim3 grid(unsigned(ld / 32), unsigned((k_pad + 31) / 32));
+        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream()>>>(
+            x, n, dim, cosine ? inverse.get() : nullptr, out.get(), ld, k_pad);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    return cudaSuccess;
+}
+
+/* Both operands of the feature pass (one, shared, when the queries are the
+ * whole gallery: the same features). */
+cudaError_t prepare_operands(ExtDeviceArena &arena, const float *feat_q, const float *feat_g,
+                             int64_t n_query, int64_t n_gallery, int64_t dim, int similarity,
+                             Buffer<float> &prepared_q, Buffer<float> &prepared_g, Operands &op)
+{
+    const bool cosine = similarity == ROC_COSINE;
+    const bool shared = feat_q == feat_g && n_query == n_gallery;
+    op.k_pad = round_up(dim, FeatureTile::kSliceK);
+    op.lda = round_up(std::max<int64_t>(n_query, 1), roc_gemm::kBM);
+    op.ldb = shared ? op.lda : round_up(std::max<int64_t>(n_gallery, 1), roc_gemm::kBN);
+    EXT_CUDA_TRY(prepare(arena, feat_q, n_query, dim, cosine, op.lda, op.k_pad, prepared_q));
+    op.a = op.b = prepared_q.get();
+    if (!shared) {
+        EXT_CUDA_TRY(prepare(arena, feat_g, n_gallery, dim, cosine, op.ldb, op.k_pad,
+                             prepared_g));
+        op.b = prepared_g.get();
+    }
+    return cudaSuccess;
+}
+
 } // namespace
 
 // ----------------------------------------------------------------------------
-// the evaluator's device state
+// the backend's device state
 
 struct roc_eval_cuda {
-    int mode = 0, same_set = 0, device = 0;
-    cudaStream_t stream = nullptr;
-    int64_t n_query = 0, n_gallery = 0, dim = 0;
-    const float *score = nullptr;
-    Arena arena;
-    DeviceArray<float> prepared_q, prepared_g; /* the feature operands (roc_gemm.cuh) */
+    roc_source src;
+    ExtDeviceArena arena; /* before every buffer: released after them */
+    Buffer<float> prepared_q, prepared_g; /* the feature operands (roc_gemm.cuh) */
     Operands op{};
-    /* exact: genuine levels, lookup table, counters */
+    /* exact: levels, index, counters */
     int64_t n_levels = 0;
-    DeviceArray<uint32_t> levels, lut, gap_min, top_key, block_top_key;
-    DeviceArray<unsigned long long> at, gap, top_count, block_top_count;
+    Buffer<uint32_t> levels, lut, gap_min, top_key, block_top_key;
+    Buffer<unsigned long long> at, gap, top_count, block_top_count;
     uint32_t lut_base = 0;
     int lut_shift = 0;
-    std::vector<uint32_t> host_lut; /* source of the lut's upload */
     /* binned */
-    DeviceArray<float> edges;
-    DeviceArray<unsigned long long> bins;
+    Buffer<float> edges;
+    Buffer<unsigned long long> bins;
     int64_t n_bins = 0;
     float lo32 = 0, scale32 = 0;
     /* curve: the distinct keys so far */
-    DeviceArray<uint32_t> acc_keys;
-    DeviceArray<unsigned long long> acc_counts;
+    Buffer<uint32_t> acc_keys;
+    Buffer<unsigned long long> acc_counts;
     int64_t n_acc = 0;
     /* pairs, NaN pairs */
-    DeviceArray<unsigned long long> totals;
+    Buffer<unsigned long long> totals;
     int pass_blocks = 0;
+
+    explicit roc_eval_cuda(const roc_source &s)
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), prepared_q(arena),
+          prepared_g(arena), levels(arena), lut(arena), gap_min(arena), top_key(arena),
+          block_top_key(arena), at(arena), gap(arena), top_count(arena), block_top_count(arena),
+          edges(arena), bins(arena), acc_keys(arena), acc_counts(arena), totals(arena)
+    {
+    }
 };
 
 namespace {
 
 /* Finds the genuine pairs and their keys; leaves the distinct levels in
- * `genuine` (host) and the levels + lookup table on the device. */
-cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
-                         roc_genuine_levels *genuine, roc_totals *totals, int *bad_code)
+ * `genuine` (host arrays). */
+cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals,
+                         int *bad_code)
 {
-    Arena &arena = ev->arena;
-    cudaStream_t stream = ev->stream;
-    const int64_t Q = s->n_query, G = s->n_gallery, L = s->n_codes;
+    const roc_source &s = ev->src;
+    ExtDeviceArena &arena = ev->arena;
+    cudaStream_t stream = arena.stream();
+    const int64_t Q = s.n_query, G = s.n_gallery, L = s.n_codes;
 
     /* flags bad codes; the kernels below skip them, and the flag is read with
      * the pair count, before any pair is scored */
-    DeviceArray<int> bad;
-    EXT_CUDA_TRY(arena.alloc(bad, 1));
-    EXT_CUDA_TRY(cudaMemsetAsync(bad.ptr, 0, sizeof(int), stream));
-    check_codes_kernel<<<grid_for(Q), kThreads, 0, stream>>>(s->codes_q, Q, L, bad.ptr);
-    check_codes_kernel<<<grid_for(G), kThreads, 0, stream>>>(s->codes_g, G, L, bad.ptr);
+    Buffer<int> bad(arena);
+    EXT_CUDA_TRY(bad.allocate(1));
+    EXT_CUDA_TRY(cudaMemsetAsync(bad.get(), 0, sizeof(int), stream));
+    check_codes_kernel<<<grid_for(Q), kThreads, 0, stream>>>(s.codes_q, Q, L, bad.get());
+    check_codes_kernel<<<grid_for(G), kThreads, 0, stream>>>(s.codes_g, G, L, bad.get());
     EXT_CUDA_TRY(cudaGetLastError());
 
     /* the gallery sorted by code, stable: members[t] is a gallery index */
-    DeviceArray<int32_t> sorted_codes;
-    DeviceArray<int64_t> index, members, start, position, count, offset;
-    EXT_CUDA_TRY(arena.alloc(sorted_codes, G));
-    EXT_CUDA_TRY(arena.alloc(index, G));
-    EXT_CUDA_TRY(arena.alloc(members, G));
-    EXT_CUDA_TRY(arena.alloc(start, L + 1));
-    EXT_CUDA_TRY(arena.alloc(position, G));
-    EXT_CUDA_TRY(arena.alloc(count, Q + 1));
-    EXT_CUDA_TRY(arena.alloc(offset, Q + 1));
-    iota_kernel<<<grid_for(G), kThreads, 0, stream>>>(index.ptr, G);
+    Buffer<int32_t> sorted_codes(arena);
+    Buffer<int64_t> index(arena), members(arena), start(arena), position(arena), count(arena),
+        offset(arena);
+    EXT_CUDA_TRY(sorted_codes.allocate(G));
+    EXT_CUDA_TRY(index.allocate(G));
+    EXT_CUDA_TRY(members.allocate(G));
+    EXT_CUDA_TRY(start.allocate(L + 1));
+    EXT_CUDA_TRY(position.allocate(G));
+    EXT_CUDA_TRY(count.allocate(Q + 1));
+    EXT_CUDA_TRY(offset.allocate(Q + 1));
+    iota_kernel<<<grid_for(G), kThreads, 0, stream>>>(index.get(), G);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortPairs(tmp, bytes, s->codes_g, sorted_codes.ptr, index.ptr,
-                                               members.ptr, G, 0, 32, stream);
+        return cub::DeviceRadixSort::SortPairs(tmp, bytes, s.codes_g, sorted_codes.get(),
+                                               index.get(), members.get(), G, 0, 32, stream);
     }));
-    code_start_kernel<<<grid_for(L + 1), kThreads, 0, stream>>>(sorted_codes.ptr, G, L,
-                                                                start.ptr);
-    position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.ptr, G, position.ptr);
-    genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(
-        s->codes_q, Q, L, start.ptr, position.ptr, s->same_set, count.ptr);
+    code_start_kernel<<<grid_for(L + 1), kThreads, 0, stream>>>(sorted_codes.get(), G, L,
+                                                                start.get());
+    position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.get(), G, position.get());
+    const Partners partners{s.codes_q, s.codes_g, start.get(), position.get(), members.get(),
+                            L, s.row_offset, s.same_set};
+    genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(partners, Q, count.get());
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceScan::ExclusiveSum(tmp, bytes, count.ptr, offset.ptr, Q + 1, stream);
+        return cub::DeviceScan::ExclusiveSum(tmp, bytes, count.get(), offset.get(), Q + 1,
+                                             stream);
     }));
     int64_t n_pairs = 0;
-    EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.ptr + Q, sizeof n_pairs, cudaMemcpyDeviceToHost,
+    EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.get() + Q, sizeof n_pairs,
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.get(), sizeof(int), cudaMemcpyDeviceToHost,
                                  stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    arena.release(bad);
     if (*bad_code)
         return cudaSuccess;
 
-    DeviceArray<uint32_t> keys, sorted_keys, unique;
-    DeviceArray<unsigned long long> nan, run_counts;
-    DeviceArray<int64_t> n_runs;
-    EXT_CUDA_TRY(arena.alloc(keys, n_pairs));
-    EXT_CUDA_TRY(arena.alloc(sorted_keys, n_pairs));
-    EXT_CUDA_TRY(arena.alloc(nan, 1));
-    EXT_CUDA_TRY(cudaMemsetAsync(nan.ptr, 0, sizeof(unsigned long long), stream));
+    Buffer<uint32_t> keys(arena);
+    Buffer<unsigned long long> nan(arena);
+    EXT_CUDA_TRY(keys.allocate(n_pairs));
+    EXT_CUDA_TRY(nan.allocate(1));
+    EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
     genuine_key_kernel<<<grid_for(n_pairs), kThreads, 0, stream>>>(
-        s->codes_q, Q, G, start.ptr, position.ptr, members.ptr, offset.ptr, s->same_set,
-        ev->score, ev->op, n_pairs, keys.ptr, nan.ptr);
+        partners, Q, G, offset.get(), s.score, ev->op, n_pairs, keys.get(), nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
-    for (DeviceArray<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
-        arena.release(*a);
-    arena.release(sorted_codes);
+    for (Buffer<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
+        a->release();
+    sorted_codes.release();
+    Buffer<uint32_t> sorted_keys(arena);
+    EXT_CUDA_TRY(sorted_keys.allocate(n_pairs));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.ptr, sorted_keys.ptr, n_pairs, 0,
-                                              32, stream);
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.get(), sorted_keys.get(), n_pairs,
+                                              0, 32, stream);
     }));
-    arena.release(keys);
+    keys.release();
     /* runs of the sorted keys (a NaN pair's NO_KEY sorts first), copied whole
      * with their count and the NaN count: one synchronization */
-    EXT_CUDA_TRY(arena.alloc(unique, n_pairs));
-    EXT_CUDA_TRY(arena.alloc(run_counts, n_pairs));
-    EXT_CUDA_TRY(arena.alloc(n_runs, 1));
+    Buffer<uint32_t> unique(arena);
+    Buffer<unsigned long long> run_counts(arena);
+    Buffer<int64_t> n_runs(arena);
+    EXT_CUDA_TRY(unique.allocate(n_pairs));
+    EXT_CUDA_TRY(run_counts.allocate(n_pairs));
+    EXT_CUDA_TRY(n_runs.allocate(1));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted_keys.ptr, unique.ptr,
-                                                  run_counts.ptr, n_runs.ptr, n_pairs, stream);
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted_keys.get(), unique.get(),
+                                                  run_counts.get(), n_runs.get(), n_pairs,
+                                                  stream);
     }));
-    const int64_t capacity = std::max<int64_t>(n_pairs, 1);
-    genuine->keys = static_cast<uint32_t *>(malloc(capacity * sizeof(uint32_t)));
-    genuine->counts = static_cast<uint64_t *>(malloc(capacity * sizeof(uint64_t)));
+    genuine->keys = static_cast<uint32_t *>(ext_malloc(n_pairs * sizeof(uint32_t)));
+    genuine->counts = static_cast<uint64_t *>(ext_malloc(n_pairs * sizeof(uint64_t)));
     if (!genuine->keys || !genuine->counts)
         return cudaErrorMemoryAllocation;
     unsigned long long n_nan = 0;
     int64_t U = 0;
-    EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.ptr, sizeof n_nan, cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.ptr, sizeof U, cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.ptr, n_pairs * sizeof(uint32_t),
+    EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.get(), sizeof n_nan, cudaMemcpyDeviceToHost,
+                                 stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.get(), sizeof U, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.get(), n_pairs * sizeof(uint32_t),
                                  cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.ptr, n_pairs * sizeof(uint64_t),
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.get(), n_pairs * sizeof(uint64_t),
                                  cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     if (n_pairs == 0)
@@ -887,304 +575,231 @@ cudaError_t find_genuine(roc_eval_cuda *ev, const roc_eval_cuda_setup *s,
         U--;
     }
     genuine->n_levels = U;
-    for (DeviceArray<uint32_t> *a : {&sorted_keys, &unique})
-        arena.release(*a);
-    arena.release(run_counts);
-    arena.release(n_runs);
-    arena.release(nan);
-    const int64_t n_valid = n_pairs - int64_t(n_nan);
-    totals->n_genuine = uint64_t(n_valid);
+    totals->n_genuine = uint64_t(n_pairs) - n_nan;
     totals->n_nan_genuine = n_nan;
-    ev->n_levels = U;
     return cudaSuccess;
-}
-
-/* Levels and their lookup table on the device: bucket b covers keys
- * [base + b << shift, base + (b + 1) << shift); lut[b] is the first level in
- * or after it, so a key's level lies in [lut[b], lut[b + 1]]. */
-cudaError_t upload_levels(roc_eval_cuda *ev, const roc_genuine_levels *genuine)
-{
-    const int64_t U = genuine->n_levels;
-    if (U == 0)
-        return cudaSuccess;
-    const uint32_t base = genuine->keys[0], span = genuine->keys[U - 1] - base;
-    int shift = 0;
-    while ((uint64_t(span) >> shift) + 1 > (uint64_t(1) << kLutBits))
-        shift++;
-    const int64_t n_buckets = int64_t(uint64_t(span) >> shift) + 1;
-    std::vector<uint32_t> &lut = ev->host_lut;
-    lut.assign(n_buckets + 1, 0);
-    int64_t level = 0;
-    for (int64_t b = 0; b <= n_buckets; b++) {
-        const uint64_t bucket_start = uint64_t(base) + (uint64_t(b) << shift);
-        while (level < U && genuine->keys[level] < bucket_start)
-            level++;
-        lut[b] = uint32_t(level);
-    }
-    ev->lut_base = base;
-    ev->lut_shift = shift;
-    EXT_CUDA_TRY(ev->arena.alloc(ev->levels, U));
-    EXT_CUDA_TRY(ev->arena.alloc(ev->lut, lut.size()));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.ptr, genuine->keys, U * sizeof(uint32_t),
-                                 cudaMemcpyHostToDevice, ev->stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->lut.ptr, lut.data(), lut.size() * sizeof(uint32_t),
-                                 cudaMemcpyHostToDevice, ev->stream));
-    return cudaSuccess; /* host_lut lives as long as the evaluator */
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
 {
     int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->device) !=
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->src.device) !=
         cudaSuccess)
         optin = 48 * 1024;
-    const size_t tiles = ev->score ? 0 : sizeof(FeatureTile::Shared);
+    const bool features = ev->src.score == nullptr;
+    const size_t tiles = features ? sizeof(FeatureTile::Shared) : 0;
     const size_t room = size_t(optin) > tiles + kStaticSharedMargin
                             ? size_t(optin) - tiles - kStaticSharedMargin : 0;
     const size_t counters_max =
-        std::min(room, ev->score ? kSharedCountersScore : kSharedCountersFeature);
+        std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
     PassParams p{};
-    p.n_gallery = ev->n_gallery;
+    p.n_gallery = ev->src.n_gallery;
     p.row_begin = row_begin;
     p.row_end = row_end;
-    p.same_set = ev->same_set;
-    p.levels = ev->levels.ptr;
+    p.same_set = ev->src.same_set;
+    p.row_offset = ev->src.row_offset;
+    p.levels = ev->levels.get();
     p.n_levels = ev->n_levels;
-    p.lut = ev->lut.ptr;
+    p.lut = ev->lut.get();
     p.lut_base = ev->lut_base;
     p.lut_shift = ev->lut_shift;
-    p.at = ev->at.ptr;
-    p.gap = ev->gap.ptr;
-    p.gap_min = ev->gap_min.ptr;
+    p.at = ev->at.get();
+    p.gap = ev->gap.get();
+    p.gap_min = ev->gap_min.get();
     p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters_max;
-    p.edges = ev->edges.ptr;
+    p.edges = ev->edges.get();
     p.n_bins = ev->n_bins;
     p.lo32 = ev->lo32;
     p.scale32 = ev->scale32;
-    p.bins = ev->bins.ptr;
+    p.bins = ev->bins.get();
     p.shared_bins = size_t(ev->n_bins + 2) * 4 + size_t(ev->n_bins + 1) * 4 <= counters_max;
     p.keys = keys;
-    p.totals = ev->totals.ptr;
-    p.block_top_key = ev->block_top_key.ptr;
-    p.block_top_count = ev->block_top_count.ptr;
+    p.totals = ev->totals.get();
+    p.block_top_key = ev->block_top_key.get();
+    p.block_top_count = ev->block_top_count.get();
     return p;
 }
 
 /* Launches one pass over rows [row_begin, row_end) with a persistent grid. */
 template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p)
 {
-    const size_t shared = counter_bytes(kMode, p) +
-                          (ev->score ? 0 : sizeof(FeatureTile::Shared));
-    const int threads = ev->score ? kThreads : FeatureTile::kThreads;
-    const void *func = ev->score ? reinterpret_cast<const void *>(score_pass_kernel<kMode>)
-                                 : reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
+    const bool features = ev->src.score == nullptr;
+    cudaStream_t stream = ev->arena.stream();
+    const size_t shared = counter_bytes(kMode, p) + (features ? sizeof(FeatureTile::Shared) : 0);
+    const int threads = features ? FeatureTile::kThreads : kThreads;
+    const void *func = features ? reinterpret_cast<const void *>(feature_pass_kernel<kMode>)
+                                : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
     /* set even below 48 KB: the kernels' static shared memory counts too */
     EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(shared)));
     int per_sm = 0;
     EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads, shared));
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * std::max(per_sm, 1));
-    if (ev->score)
-        score_pass_kernel<kMode><<<blocks, threads, shared, ev->stream>>>(ev->score, p);
+    if (features)
+        feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->op, p);
     else
-        feature_pass_kernel<kMode><<<blocks, threads, shared, ev->stream>>>(ev->op, p);
+        score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->src.score, p);
     EXT_CUDA_TRY(cudaGetLastError());
     if (kMode == kExact) {
-        merge_top_kernel<<<1, 1, 0, ev->stream>>>(ev->block_top_key.ptr,
-                                                   ev->block_top_count.ptr, blocks,
-                                                   ev->top_key.ptr, ev->top_count.ptr);
+        merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(),
+                                              ev->block_top_count.get(), blocks,
+                                              ev->top_key.get(), ev->top_count.get());
         EXT_CUDA_TRY(cudaGetLastError());
-    }
-    return cudaSuccess;
-}
-
-int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-/* features x (n, dim) -> out (k_pad, ld), k-major, zero-padded; scaled to unit
- * length for cosine. */
-cudaError_t prepare(Arena &arena, const float *x, int64_t n, int64_t dim, bool cosine,
-                    int64_t ld, int64_t k_pad, DeviceArray<float> &out)
-{
-    DeviceArray<double> inverse;
-    if (cosine) {
-        EXT_CUDA_TRY(arena.alloc(inverse, n));
-        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream>>>(x, n, dim, inverse.ptr);
-        EXT_CUDA_TRY(cudaGetLastError());
-    }
-    EXT_CUDA_TRY(arena.alloc(out, k_pad * ld));
-    if (k_pad > 0) {
-        const dim3 grid(unsigned(ld / 32), unsigned((k_pad + 31) / 32));
-        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream>>>(x, n, dim, inverse.ptr, out.ptr,
-                                                               ld, k_pad);
-        EXT_CUDA_TRY(cudaGetLastError());
-    }
-    arena.release(inverse);
-    return cudaSuccess;
-}
-
-/* Both operands of the feature pass (one, shared, for one set). */
-cudaError_t prepare_operands(Arena &arena, const float *feat_q, const float *feat_g,
-                             int64_t n_query, int64_t n_gallery, int64_t dim, int similarity,
-                             int same_set, DeviceArray<float> &prepared_q,
-                             DeviceArray<float> &prepared_g, Operands &op)
-{
-    const bool cosine = similarity == ROC_COSINE;
-    op.k_pad = round_up(dim, FeatureTile::kSliceK);
-    op.lda = round_up(std::max<int64_t>(n_query, 1), roc_gemm::kBM);
-    op.ldb = round_up(std::max<int64_t>(n_gallery, 1), roc_gemm::kBN);
-    EXT_CUDA_TRY(prepare(arena, feat_q, n_query, dim, cosine, op.lda, op.k_pad, prepared_q));
-    op.a = op.b = prepared_q.ptr;
-    if (!same_set) {
-        EXT_CUDA_TRY(prepare(arena, feat_g, n_gallery, dim, cosine, op.ldb, op.k_pad,
-                             prepared_g));
-        op.b = prepared_g.ptr;
     }
     return cudaSuccess;
 }
 
 /* Curve mode: the rows' keys, sorted and run-length encoded, merged into the
  * distinct keys so far (concatenate, sort by key, add equal keys' counts). */
-cudaError_t merge_keys(roc_eval_cuda *ev, DeviceArray<uint32_t> &keys, int64_t n)
+cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
 {
-    Arena &arena = ev->arena;
-    cudaStream_t stream = ev->stream;
-    DeviceArray<uint32_t> sorted, cat_keys, cat_sorted;
-    DeviceArray<unsigned long long> cat_counts, cat_counts_sorted;
-    DeviceArray<int64_t> n_runs;
-    EXT_CUDA_TRY(arena.alloc(sorted, n));
+    ExtDeviceArena &arena = ev->arena;
+    cudaStream_t stream = arena.stream();
+    Buffer<uint32_t> sorted(arena), cat_keys(arena), cat_sorted(arena);
+    Buffer<unsigned long long> cat_counts(arena), cat_counts_sorted(arena);
+    Buffer<int64_t> n_runs(arena);
+    EXT_CUDA_TRY(sorted.allocate(n));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.ptr, sorted.ptr, n, 0, 32, stream);
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.get(), sorted.get(), n, 0, 32,
+                                              stream);
     }));
-    arena.release(keys);
+    keys.release();
     const int64_t total = ev->n_acc + n;
-    EXT_CUDA_TRY(arena.alloc(cat_keys, total));
-    EXT_CUDA_TRY(arena.alloc(cat_counts, total));
-    EXT_CUDA_TRY(arena.alloc(n_runs, 1));
+    EXT_CUDA_TRY(cat_keys.allocate(total));
+    EXT_CUDA_TRY(cat_counts.allocate(total));
+    EXT_CUDA_TRY(n_runs.allocate(1));
     /* the new keys' runs go after the distinct keys so far */
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.ptr, cat_keys.ptr + ev->n_acc,
-                                                  cat_counts.ptr + ev->n_acc, n_runs.ptr, n,
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(),
+                                                  cat_keys.get() + ev->n_acc,
+                                                  cat_counts.get() + ev->n_acc, n_runs.get(), n,
                                                   stream);
     }));
-    arena.release(sorted);
+    sorted.release();
     int64_t new_runs = 0;
-    EXT_CUDA_TRY(cudaMemcpyAsync(&new_runs, n_runs.ptr, sizeof new_runs, cudaMemcpyDeviceToHost,
-                                 stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&new_runs, n_runs.get(), sizeof new_runs,
+                                 cudaMemcpyDeviceToHost, stream));
     if (ev->n_acc) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.ptr, ev->acc_keys.ptr, ev->n_acc * sizeof(uint32_t),
-                                     cudaMemcpyDeviceToDevice, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.ptr, ev->acc_counts.ptr,
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.get(), ev->acc_keys.get(),
+                                     ev->n_acc * sizeof(uint32_t), cudaMemcpyDeviceToDevice,
+                                     stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.get(), ev->acc_counts.get(),
                                      ev->n_acc * sizeof(unsigned long long),
                                      cudaMemcpyDeviceToDevice, stream));
     }
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    arena.release(ev->acc_keys);
-    arena.release(ev->acc_counts);
+    ev->acc_keys.release();
+    ev->acc_counts.release();
     const int64_t n_cat = ev->n_acc + new_runs;
-    EXT_CUDA_TRY(arena.alloc(cat_sorted, n_cat));
-    EXT_CUDA_TRY(arena.alloc(cat_counts_sorted, n_cat));
+    ev->n_acc = 0;
+    EXT_CUDA_TRY(cat_sorted.allocate(n_cat));
+    EXT_CUDA_TRY(cat_counts_sorted.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortPairs(tmp, bytes, cat_keys.ptr, cat_sorted.ptr,
-                                               cat_counts.ptr, cat_counts_sorted.ptr, n_cat, 0, 32,
-                                               stream);
+        return cub::DeviceRadixSort::SortPairs(tmp, bytes, cat_keys.get(), cat_sorted.get(),
+                                               cat_counts.get(), cat_counts_sorted.get(), n_cat,
+                                               0, 32, stream);
     }));
-    arena.release(cat_keys);
-    arena.release(cat_counts);
-    EXT_CUDA_TRY(arena.alloc(ev->acc_keys, n_cat));
-    EXT_CUDA_TRY(arena.alloc(ev->acc_counts, n_cat));
+    cat_keys.release();
+    cat_counts.release();
+    EXT_CUDA_TRY(ev->acc_keys.allocate(n_cat));
+    EXT_CUDA_TRY(ev->acc_counts.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.ptr, ev->acc_keys.ptr,
-                                              cat_counts_sorted.ptr, ev->acc_counts.ptr,
-                                              n_runs.ptr, cuda::std::plus<>{}, n_cat, stream);
+        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.get(), ev->acc_keys.get(),
+                                              cat_counts_sorted.get(), ev->acc_counts.get(),
+                                              n_runs.get(), cuda::std::plus<>{}, n_cat, stream);
     }));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->n_acc, n_runs.ptr, sizeof ev->n_acc, cudaMemcpyDeviceToHost,
-                                 stream));
-    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    arena.release(cat_sorted);
-    arena.release(cat_counts_sorted);
-    arena.release(n_runs);
-    return cudaSuccess;
+    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->n_acc, n_runs.get(), sizeof ev->n_acc,
+                                 cudaMemcpyDeviceToHost, stream));
+    return cudaStreamSynchronize(stream);
 }
 
-cudaError_t create(roc_eval_cuda *ev, const roc_eval_cuda_setup *s, roc_genuine_levels *genuine,
+cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_levels *genuine,
                    roc_totals *totals, int *bad_code)
 {
-    Arena &arena = ev->arena;
-    if (s->feat_q)
-        EXT_CUDA_TRY(prepare_operands(arena, s->feat_q, s->feat_g, s->n_query, s->n_gallery,
-                                      s->dim, s->similarity, s->same_set, ev->prepared_q,
-                                      ev->prepared_g, ev->op));
-    EXT_CUDA_TRY(find_genuine(ev, s, genuine, totals, bad_code));
+    const roc_source &s = ev->src;
+    cudaStream_t stream = ev->arena.stream();
+    if (s.feat_q)
+        EXT_CUDA_TRY(prepare_operands(ev->arena, s.feat_q, s.feat_g, s.n_query, s.n_gallery,
+                                      s.dim, s.similarity, ev->prepared_q, ev->prepared_g,
+                                      ev->op));
+    EXT_CUDA_TRY(find_genuine(ev, genuine, totals, bad_code));
     if (*bad_code)
         return cudaSuccess;
-    EXT_CUDA_TRY(arena.alloc(ev->totals, 2));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.ptr, 0, 2 * sizeof(unsigned long long), ev->stream));
+    EXT_CUDA_TRY(ev->totals.allocate(2));
     ev->pass_blocks = ext_sm_count() * 8;
-    if (s->mode == kExact) {
-        const int64_t U = ev->n_levels;
-        EXT_CUDA_TRY(upload_levels(ev, genuine));
-        EXT_CUDA_TRY(arena.alloc(ev->at, U + 1));
-        EXT_CUDA_TRY(arena.alloc(ev->gap, U + 1));
-        EXT_CUDA_TRY(arena.alloc(ev->gap_min, U + 1));
-        EXT_CUDA_TRY(arena.alloc(ev->top_key, 1));
-        EXT_CUDA_TRY(arena.alloc(ev->top_count, 1));
-        EXT_CUDA_TRY(arena.alloc(ev->block_top_key, ev->pass_blocks));
-        EXT_CUDA_TRY(arena.alloc(ev->block_top_count, ev->pass_blocks));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->at.ptr, 0, (U + 1) * sizeof(unsigned long long),
-                                     ev->stream));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->gap.ptr, 0, (U + 1) * sizeof(unsigned long long),
-                                     ev->stream));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.ptr, 0xff, (U + 1) * sizeof(uint32_t),
-                                     ev->stream));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.ptr, 0, sizeof(uint32_t), ev->stream));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.ptr, 0, sizeof(unsigned long long),
-                                     ev->stream));
-    } else if (s->mode == kBinned) {
-        const roc_binned_counts *b = s->binned;
-        ev->n_bins = b->n_bins;
-        ev->lo32 = b->lo32;
-        ev->scale32 = b->scale32;
-        EXT_CUDA_TRY(arena.alloc(ev->edges, b->n_bins + 1));
-        EXT_CUDA_TRY(arena.alloc(ev->bins, b->n_bins + 2));
-        EXT_CUDA_TRY(cudaMemcpyAsync(ev->edges.ptr, b->edges, (b->n_bins + 1) * sizeof(float),
-                                     cudaMemcpyHostToDevice, ev->stream));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.ptr, 0, (b->n_bins + 2) * sizeof(unsigned long long),
-                                     ev->stream));
+    if (s.mode == kBinned) {
+        const roc_binned_counts &b = counts->binned;
+        ev->n_bins = b.n_bins;
+        ev->lo32 = b.lo32;
+        ev->scale32 = b.scale32;
+        EXT_CUDA_TRY(ev->edges.allocate(b.n_bins + 1));
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->edges.get(), b.edges, (b.n_bins + 1) * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream));
     }
-    return cudaStreamSynchronize(ev->stream);
+    return cudaStreamSynchronize(stream);
+}
+
+/* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
+cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
+                       const roc_level_index *index)
+{
+    cudaStream_t stream = ev->arena.stream();
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
+    if (ev->src.mode == kBinned) {
+        EXT_CUDA_TRY(ev->bins.allocate(ev->n_bins + 2));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.get(), 0,
+                                     (ev->n_bins + 2) * sizeof(unsigned long long), stream));
+    }
+    if (ev->src.mode != kExact)
+        return cudaStreamSynchronize(stream);
+    const int64_t U = levels->n_levels;
+    ev->n_levels = U;
+    ev->lut_base = index->base;
+    ev->lut_shift = index->shift;
+    EXT_CUDA_TRY(ev->levels.allocate(U));
+    EXT_CUDA_TRY(ev->lut.allocate(U ? index->n_buckets + 1 : 0));
+    EXT_CUDA_TRY(ev->at.allocate(U + 1));
+    EXT_CUDA_TRY(ev->gap.allocate(U + 1));
+    EXT_CUDA_TRY(ev->gap_min.allocate(U + 1));
+    EXT_CUDA_TRY(ev->top_key.allocate(1));
+    EXT_CUDA_TRY(ev->top_count.allocate(1));
+    EXT_CUDA_TRY(ev->block_top_key.allocate(ev->pass_blocks));
+    EXT_CUDA_TRY(ev->block_top_count.allocate(ev->pass_blocks));
+    if (U) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
+                                     cudaMemcpyHostToDevice, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->lut.get(), index->lut,
+                                     (index->n_buckets + 1) * sizeof(uint32_t),
+                                     cudaMemcpyHostToDevice, stream));
+    }
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->at.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.get(), 0xff, (U + 1) * sizeof(uint32_t), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.get(), 0, sizeof(uint32_t), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.get(), 0, sizeof(unsigned long long), stream));
+    /* the host arrays are copied in before the caller may free them */
+    return cudaStreamSynchronize(stream);
 }
 
 } // namespace
 
 // ----------------------------------------------------------------------------
-// launchers
+// the backend's calls
 
-extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_eval_cuda_setup *setup,
-                                    roc_genuine_levels *genuine, roc_totals *totals,
-                                    int *bad_code)
+extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
+                                    const roc_counts *counts, roc_genuine_levels *genuine,
+                                    roc_totals *totals, int *bad_code)
 {
     *out = nullptr;
     *bad_code = 0;
-    ExtDeviceGuard guard(setup->device);
+    ExtDeviceGuard guard(src->device);
     EXT_CUDA_TRY(guard.error());
-    roc_eval_cuda *ev = new (std::nothrow) roc_eval_cuda;
+    roc_eval_cuda *ev = new (std::nothrow) roc_eval_cuda(*src);
     if (!ev)
         return cudaErrorMemoryAllocation;
-    ev->mode = setup->mode;
-    ev->same_set = setup->same_set;
-    ev->device = setup->device;
-    ev->stream = static_cast<cudaStream_t>(setup->stream);
-    ev->arena.stream = ev->stream;
-    cudaError_t pool_err = ev->arena.create_pool(setup->device);
-    if (pool_err != cudaSuccess) {
-        roc_eval_cuda_free(ev);
-        return pool_err;
-    }
-    ev->n_query = setup->n_query;
-    ev->n_gallery = setup->n_gallery;
-    ev->dim = setup->dim;
-    ev->score = setup->score;
-    cudaError_t err = create(ev, setup, genuine, totals, bad_code);
+    cudaError_t err = ev->arena.use_own_pool(src->device);
+    if (err == cudaSuccess)
+        err = create(ev, counts, genuine, totals, bad_code);
     if (err != cudaSuccess || *bad_code) {
         roc_eval_cuda_free(ev);
         return err;
@@ -1193,104 +808,111 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_eval_cuda_set
     return cudaSuccess;
 }
 
-extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end)
+extern "C" int roc_eval_cuda_set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
+                                        const roc_level_index *index)
 {
-    ExtDeviceGuard guard(ev->device);
+    ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
-    if (ev->mode == kExact && ev->n_levels == 0)
-        return cudaSuccess; /* no genuine pairs: summarize says so */
-    if (ev->mode == kCurve) {
-        const int64_t n = (row_end - row_begin) * ev->n_gallery;
-        DeviceArray<uint32_t> keys;
-        EXT_CUDA_TRY(ev->arena.alloc(keys, n));
-        EXT_CUDA_TRY(cudaMemsetAsync(keys.ptr, 0, n * sizeof(uint32_t), ev->stream)); /* NO_KEY */
-        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.ptr)));
+    return set_levels(ev, levels, index);
+}
+
+extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int64_t row_begin,
+                                      int64_t row_end)
+{
+    (void)counts; /* counted on the device; roc_eval_cuda_fetch copies them */
+    ExtDeviceGuard guard(ev->src.device);
+    EXT_CUDA_TRY(guard.error());
+    if (ev->src.mode == kCurve) {
+        const int64_t n = (row_end - row_begin) * ev->src.n_gallery;
+        Buffer<uint32_t> keys(ev->arena);
+        EXT_CUDA_TRY(keys.allocate(n));
+        EXT_CUDA_TRY(cudaMemsetAsync(keys.get(), 0, n * sizeof(uint32_t),
+                                     ev->arena.stream())); /* NO_KEY */
+        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.get())));
         return merge_keys(ev, keys, n);
     }
     const PassParams p = pass_params(ev, row_begin, row_end, nullptr);
-    if (ev->mode == kExact)
+    if (ev->src.mode == kExact)
         return launch_pass<kExact>(ev, p);
     return launch_pass<kBinned>(ev, p);
 }
 
-extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_exact_counts *exact,
-                                   roc_binned_counts *binned, roc_key_counts *keys,
-                                   roc_totals *totals)
+extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
 {
-    ExtDeviceGuard guard(ev->device);
+    ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
-    cudaStream_t stream = ev->stream;
+    cudaStream_t stream = ev->arena.stream();
     unsigned long long host_totals[2] = {0, 0};
-    EXT_CUDA_TRY(cudaMemcpyAsync(host_totals, ev->totals.ptr, sizeof host_totals,
+    EXT_CUDA_TRY(cudaMemcpyAsync(host_totals, ev->totals.get(), sizeof host_totals,
                                  cudaMemcpyDeviceToHost, stream));
     const int64_t U = ev->n_levels;
-    if (ev->mode == kExact && U > 0) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at.ptr, U * sizeof(uint64_t),
+    roc_exact_counts *exact = &counts->exact;
+    if (ev->src.mode == kExact && U > 0) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at.get(), U * sizeof(uint64_t),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap, ev->gap.ptr, (U + 1) * sizeof(uint64_t),
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap, ev->gap.get(), (U + 1) * sizeof(uint64_t),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap_min, ev->gap_min.ptr, (U + 1) * sizeof(uint32_t),
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap_min, ev->gap_min.get(), (U + 1) * sizeof(uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_key, ev->top_key.ptr, sizeof(uint32_t),
+        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_key, ev->top_key.get(), sizeof(uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_count, ev->top_count.ptr, sizeof(uint64_t),
+        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_count, ev->top_count.get(), sizeof(uint64_t),
                                      cudaMemcpyDeviceToHost, stream));
-    } else if (ev->mode == kBinned) {
+    } else if (ev->src.mode == kBinned) {
+        roc_binned_counts *binned = &counts->binned;
         std::vector<unsigned long long> bins(ev->n_bins + 2);
-        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->bins.ptr, bins.size() * sizeof(bins[0]),
+        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->bins.get(), bins.size() * sizeof(bins[0]),
                                      cudaMemcpyDeviceToHost, stream));
         EXT_CUDA_TRY(cudaStreamSynchronize(stream));
         binned->below = bins[0];
         for (int64_t b = 0; b < ev->n_bins; b++)
             binned->all[b] = bins[b + 1];
         binned->above = bins[ev->n_bins + 1];
-    } else if (ev->mode == kCurve) {
+    } else if (ev->src.mode == kCurve) {
+        roc_key_counts *keys = &counts->keys;
+        uint32_t *host_keys = static_cast<uint32_t *>(ext_malloc(ev->n_acc * 4));
+        uint64_t *host_counts = static_cast<uint64_t *>(ext_malloc(ev->n_acc * 8));
+        if (!host_keys || !host_counts) {
+            free(host_keys);
+            free(host_counts);
+            return cudaErrorMemoryAllocation;
+        }
+        EXT_CUDA_TRY(cudaMemcpyAsync(host_keys, ev->acc_keys.get(), ev->n_acc * sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(host_counts, ev->acc_counts.get(),
+                                     ev->n_acc * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                     stream));
+        cudaError_t err = cudaStreamSynchronize(stream);
+        if (err != cudaSuccess) {
+            free(host_keys);
+            free(host_counts);
+            return err;
+        }
+        /* NaN and skipped pairs carried NO_KEY, the lowest key: drop its run */
+        const int64_t skip = ev->n_acc > 0 && host_keys[0] == ROC_NO_KEY ? 1 : 0;
+        memmove(host_keys, host_keys + skip, (ev->n_acc - skip) * sizeof(uint32_t));
+        memmove(host_counts, host_counts + skip, (ev->n_acc - skip) * sizeof(uint64_t));
         free(keys->keys);
         free(keys->counts);
-        keys->n_keys = 0;
-        keys->keys = static_cast<uint32_t *>(malloc(std::max<int64_t>(ev->n_acc, 1) * 4));
-        keys->counts = static_cast<uint64_t *>(malloc(std::max<int64_t>(ev->n_acc, 1) * 8));
-        if (!keys->keys || !keys->counts)
-            return cudaErrorMemoryAllocation;
-        EXT_CUDA_TRY(cudaMemcpyAsync(keys->keys, ev->acc_keys.ptr, ev->n_acc * sizeof(uint32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(keys->counts, ev->acc_counts.ptr, ev->n_acc * sizeof(uint64_t),
-                                     cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-        /* NaN and skipped pairs carried NO_KEY, the lowest key: drop its run */
-        int64_t skip = ev->n_acc > 0 && keys->keys[0] == ROC_NO_KEY ? 1 : 0;
-        memmove(keys->keys, keys->keys + skip, (ev->n_acc - skip) * sizeof(uint32_t));
-        memmove(keys->counts, keys->counts + skip, (ev->n_acc - skip) * sizeof(uint64_t));
-        keys->n_keys = ev->n_acc - skip;
+        *keys = roc_key_counts{ev->n_acc - skip, host_keys, host_counts};
     }
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    totals->n_pairs = host_totals[0];
-    totals->n_nan = host_totals[1];
+    counts->totals.n_pairs = host_totals[0];
+    counts->totals.n_nan = host_totals[1];
     return cudaSuccess;
 }
 
-extern "C" int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *ev) { return ev->arena.peak; }
+extern "C" int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *ev)
+{
+    return ev->arena.peak_bytes();
+}
 
 extern "C" void roc_eval_cuda_free(roc_eval_cuda *ev)
 {
     if (!ev)
         return;
-    {
-        ExtDeviceGuard guard(ev->device);
-        Arena &a = ev->arena;
-        for (DeviceArray<float> *x : {&ev->prepared_q, &ev->prepared_g, &ev->edges})
-            a.release(*x);
-        for (DeviceArray<uint32_t> *x : {&ev->levels, &ev->lut, &ev->gap_min, &ev->top_key,
-                                         &ev->block_top_key, &ev->acc_keys})
-            a.release(*x);
-        for (DeviceArray<unsigned long long> *x : {&ev->at, &ev->gap, &ev->top_count,
-                                                   &ev->block_top_count, &ev->bins,
-                                                   &ev->acc_counts, &ev->totals})
-            a.release(*x);
-        cudaStreamSynchronize(ev->stream);
-        a.destroy_pool();
-    }
-    delete ev;
+    ExtDeviceGuard guard(ev->src.device);
+    delete ev; /* the buffers, then the arena (which waits for their frees) */
 }
 
 extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64_t n_query,
@@ -1301,30 +923,21 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
         return cudaSuccess;
     ExtDeviceGuard guard(device);
     EXT_CUDA_TRY(guard.error());
-    Arena arena;
-    arena.stream = static_cast<cudaStream_t>(stream_ptr);
-    DeviceArray<float> prepared_q, prepared_g;
+    ExtDeviceArena arena(static_cast<cudaStream_t>(stream_ptr));
+    Buffer<float> prepared_q(arena), prepared_g(arena);
     Operands op{};
-    cudaError_t err = prepare_operands(arena, feat_q, feat_g, n_query, n_gallery, dim,
-                                       similarity, 0, prepared_q, prepared_g, op);
-    if (err == cudaSuccess) {
-        PassParams p{};
-        p.n_gallery = n_gallery;
-        p.row_begin = 0;
-        p.row_end = n_query;
-        p.scores = score;
-        const size_t shared = sizeof(FeatureTile::Shared);
-        err = cudaFuncSetAttribute(feature_pass_kernel<kStore>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-        if (err == cudaSuccess) {
-            feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
-                                          arena.stream>>>(op, p);
-            err = cudaGetLastError();
-        }
-    }
-    arena.release(prepared_q);
-    arena.release(prepared_g);
-    if (err != cudaSuccess)
-        return err;
-    return cudaStreamSynchronize(arena.stream);
+    EXT_CUDA_TRY(prepare_operands(arena, feat_q, feat_g, n_query, n_gallery, dim, similarity,
+                                  prepared_q, prepared_g, op));
+    PassParams p{};
+    p.n_gallery = n_gallery;
+    p.row_begin = 0;
+    p.row_end = n_query;
+    p.scores = score;
+    const size_t shared = sizeof(FeatureTile::Shared);
+    EXT_CUDA_TRY(cudaFuncSetAttribute(feature_pass_kernel<kStore>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+    feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
+                                  arena.stream()>>>(op, p);
+    EXT_CUDA_TRY(cudaGetLastError());
+    return cudaStreamSynchronize(arena.stream());
 }

@@ -366,8 +366,9 @@ cudaError_t backward(const void *grad_output, void *grad_input, int64_t planes, 
 {
     const T ratio_h = ratio_of(T(), in_h, out_h, mode, scale_h);
     const T ratio_w = ratio_of(T(), in_w, out_w, mode, scale_w);
-    ExtDeviceBuffer<upsample_readers> readers(stream);
-    ExtDeviceBuffer<T> weights(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<upsample_readers> readers(arena);
+    ExtDeviceBuffer<T> weights(arena);
     EXT_CUDA_TRY(readers.allocate(size_t(in_h) + size_t(in_w)));
     EXT_CUDA_TRY(weights.allocate(2 * (size_t(out_h) + size_t(out_w))));
     const int64_t entries = int64_t(in_h) + in_w + out_h + out_w;

@@ -1,5 +1,5 @@
 /*
- * roc_kernel.cu: the legacy ROC histogram on the GPU (gpu_roc).
+ * roc_hist_kernel.cu: the legacy ROC histogram on the GPU (gpu_roc).
  *
  * score is (Q, G), row-major, read once. Warps take work items (row, segment
  * of kSegment columns): the row's label is read once, the segment with 16-byte
@@ -25,9 +25,9 @@
 #include <algorithm>
 
 #include "../ext_tensor.h"
-#include "../roc_bins.h"
+#include "../roc_math.h"
 #include "ext_cuda.cuh"
-#include "roc_kernel.h"
+#include "roc_hist_kernel.h"
 
 namespace {
 
@@ -295,7 +295,8 @@ extern "C" int roc_hist_launch(const float *score, int64_t n_query, int64_t n_ga
 
     /* (2, nbins) counters, the NaN counter, the finished-block counter */
     const size_t n_counters = size_t(2 * nbins + 2);
-    ExtDeviceBuffer<unsigned long long> counts(stream);
+    ExtDeviceArena arena(stream);
+    ExtDeviceBuffer<unsigned long long> counts(arena);
     EXT_CUDA_TRY(counts.allocate(n_counters));
     EXT_CUDA_TRY(
         cudaMemsetAsync(counts.get(), 0, n_counters * sizeof(unsigned long long), stream));

@@ -1,9 +1,9 @@
 /*
- * roc.c: the _ext.roc shim for the legacy histogram (cpu_roc / gpu_roc).
+ * roc_hist.c: the _ext.roc shim for the legacy histogram (cpu_roc / gpu_roc).
  *
  * Both entry points run the same checks on the descriptors (dtype, device,
  * contiguity, shapes), then the CPU implementation below or the CUDA
- * launcher in cuda/roc_kernel.cu.
+ * launcher in cuda/roc_hist_kernel.cu.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -11,9 +11,9 @@
 
 #include "ext_check.h"
 #include "roc.h"
-#include "roc_bins.h"
+#include "roc_math.h"
 #ifdef EXT_WITH_CUDA
-#include "cuda/roc_kernel.h"
+#include "cuda/roc_hist_kernel.h"
 #endif
 
 #define LABEL_DTYPES (EXT_MASK(EXT_FLOAT32) | EXT_MASK(EXT_INT32) | EXT_MASK(EXT_INT64))

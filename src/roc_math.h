@@ -1,9 +1,10 @@
 /*
- * roc_bins.h: how a score becomes a bin, shared by the CPU code (C) and the
- * kernels (CUDA) so that both count every pair into the same bin.
+ * roc_math.h: how a score becomes a bin, a key and a genuine level, one
+ * definition shared by the CPU code (C) and the kernels (CUDA) so that both
+ * count every pair in the same place.
  */
-#ifndef ROC_BINS_H
-#define ROC_BINS_H
+#ifndef ROC_MATH_H
+#define ROC_MATH_H
 
 #include <stdint.h>
 #include <string.h>
@@ -12,6 +13,14 @@
 #define ROC_HD __host__ __device__ __forceinline__
 #else
 #define ROC_HD static inline
+#endif
+
+/* A read of memory no thread writes during the kernel: through the read-only
+ * cache on the GPU. */
+#ifdef __CUDA_ARCH__
+#define ROC_LOAD(p) __ldg(p)
+#else
+#define ROC_LOAD(p) (*(p))
 #endif
 
 /*
@@ -83,4 +92,32 @@ ROC_HD int64_t roc_uniform_bin(float score, const float *edges, int64_t n, float
     return bin;
 }
 
-#endif /* ROC_BINS_H */
+/*
+ * The genuine levels (distinct genuine keys, ascending) are found through an
+ * index keyed by the score's key, so that a pair costs the same whatever the
+ * number of levels: bucket b of the index covers the keys [base + (b << shift),
+ * base + ((b + 1) << shift)), and lut[b] is the first level at or above the
+ * bucket's start (lut has n_buckets + 1 entries, the last = n_levels). A key's
+ * level is then among lut[b] .. lut[b + 1], a handful at most where the levels
+ * are no denser than the buckets.
+ *
+ * For levels[0] <= key <= levels[n_levels - 1] (the callers take the keys
+ * outside first): the first level >= key, and *at = whether it equals key.
+ */
+ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint32_t base,
+                              int shift, uint32_t key, int *at)
+{
+    const uint32_t bucket = (key - base) >> shift;
+    int64_t lo = ROC_LOAD(lut + bucket), hi = ROC_LOAD(lut + bucket + 1);
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (ROC_LOAD(levels + mid) < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = ROC_LOAD(levels + lo) == key;
+    return lo;
+}
+
+#endif /* ROC_MATH_H */

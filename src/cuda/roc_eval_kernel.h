@@ -1,0 +1,40 @@
+/*
+ * roc_eval_kernel.h: the evaluator's GPU backend (roc_eval_kernel.cu), the
+ * same calls as the CPU's (roc_internal.h), each returning a cudaError_t as
+ * int; and the scores the evaluator computes from features, as a matrix.
+ */
+#ifndef ROC_EVAL_KERNEL_H
+#define ROC_EVAL_KERNEL_H
+
+#include <stdint.h>
+
+#include "../roc_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct roc_eval_cuda roc_eval_cuda;
+
+int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src, const roc_counts *counts,
+                         roc_genuine_levels *genuine /* OUT: host arrays */,
+                         roc_totals *totals /* OUT: the genuine totals */,
+                         int *bad_code /* OUT: 1 if a code is outside [0, n_codes) */);
+int roc_eval_cuda_set_levels(roc_eval_cuda *backend, const roc_genuine_levels *levels,
+                             const roc_level_index *index);
+int roc_eval_cuda_add_rows(roc_eval_cuda *backend, roc_counts *counts, int64_t begin,
+                           int64_t end);
+int roc_eval_cuda_fetch(roc_eval_cuda *backend, roc_counts *counts);
+int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *backend);
+void roc_eval_cuda_free(roc_eval_cuda *backend);
+
+/* score (n_query, n_gallery) = the evaluator's scores from features. */
+int roc_scores_launch(const float *feat_q, const float *feat_g, int64_t n_query,
+                      int64_t n_gallery, int64_t dim, int similarity, float *score, int device,
+                      void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROC_EVAL_KERNEL_H */

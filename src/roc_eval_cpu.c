@@ -1,0 +1,621 @@
+/*
+ * roc_eval_cpu.c: the evaluator's CPU backend (C + OpenMP), behind the same
+ * calls as the GPU's (roc_internal.h).
+ *
+ * Genuine pairs: the gallery grouped by label code (a counting sort), so the
+ * genuine partners of a query are one contiguous group; their scores are
+ * computed one by one, sorted and run-length encoded into the distinct
+ * genuine levels. The counting pass walks tiles of (query rows x gallery
+ * columns), scoring them from the features when there is no score matrix,
+ * and counts every pair into thread-local counters merged after the pass.
+ *
+ * Every score from features is an fp32 dot product accumulated with fmaf in
+ * index order (of L2-normalized rows, for cosine), as on the GPU, so the two
+ * backends see bit-identical scores.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext_check.h"
+#include "roc_internal.h"
+#include "roc_math.h"
+
+struct roc_eval_cpu {
+    roc_source src;
+    const char *caller;
+    const float *feat_q, *feat_g;        /* normalized copies for cosine */
+    float *owned_q, *owned_g;
+    const roc_genuine_levels *levels;    /* set_levels' */
+    const roc_level_index *index;
+};
+
+static int nomem(const roc_eval_cpu *b, const char *what)
+{
+    return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate %s", b->caller, what);
+}
+
+// ---------------------------------------------------------------------------
+// scores
+
+/* sum of squares in float64 in index order, then x * (1 / sqrt(sum)) rounded
+ * to float32; the GPU does the same IEEE operations. */
+static void normalize_rows(const float *x, float *out, int64_t n, int64_t dim)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < dim; k++)
+            sum += (double)x[i * dim + k] * (double)x[i * dim + k];
+        const double inverse = 1.0 / sqrt(sum);
+        for (int64_t k = 0; k < dim; k++)
+            out[i * dim + k] = (float)((double)x[i * dim + k] * inverse);
+    }
+}
+
+__attribute__((target_clones("fma", "default")))
+static float dot_in_order(const float *a, const float *b, int64_t dim)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < dim; k++)
+        acc = fmaf(a[k], b[k], acc);
+    return acc;
+}
+
+/* Tile of scores: out[r * TILE_COLS + c] for query rows [r0, r0 + n_rows) and
+ * gallery rows [c0, c0 + n_cols); gT is scratch for the transposed gallery
+ * block, so the inner loop runs over contiguous columns. */
+#define TILE_ROWS 8
+#define TILE_COLS 64
+__attribute__((target_clones("fma", "default")))
+static void score_tile(const float *feat_q, const float *feat_g, int64_t dim, int64_t r0,
+                       int64_t n_rows, int64_t c0, int64_t n_cols, float *gT, float *out)
+{
+    for (int64_t k = 0; k < dim; k++)
+        for (int64_t c = 0; c < TILE_COLS; c++)
+            gT[k * TILE_COLS + c] = c < n_cols ? feat_g[(c0 + c) * dim + k] : 0.0f;
+    for (int64_t r = 0; r < n_rows; r++) {
+        float acc[TILE_COLS] = {0};
+        const float *q = feat_q + (r0 + r) * dim;
+        for (int64_t k = 0; k < dim; k++) {
+            const float qk = q[k];
+            const float *g = gT + k * TILE_COLS;
+            for (int c = 0; c < TILE_COLS; c++)
+                acc[c] = fmaf(qk, g[c], acc[c]);
+        }
+        memcpy(out + r * TILE_COLS, acc, sizeof acc);
+    }
+}
+
+int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
+                   int64_t dim, int similarity, float *score)
+{
+    const float *fq = feat_q, *fg = feat_g;
+    float *nq = NULL, *ng = NULL;
+    if (similarity == ROC_COSINE) {
+        nq = ext_malloc((size_t)(n_query * dim) * sizeof(float));
+        ng = ext_malloc((size_t)(n_gallery * dim) * sizeof(float));
+        if (!nq || !ng) {
+            free(nq);
+            free(ng);
+            return ext_fail(EXT_ERR_NOMEM, "pair_scores: cannot allocate the normalized features");
+        }
+        normalize_rows(feat_q, nq, n_query, dim);
+        normalize_rows(feat_g, ng, n_gallery, dim);
+        fq = nq;
+        fg = ng;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n_query; i++)
+        for (int64_t j = 0; j < n_gallery; j++)
+            score[i * n_gallery + j] = dot_in_order(fq + i * dim, fg + j * dim, dim);
+    free(nq);
+    free(ng);
+    return EXT_OK;
+}
+
+/* LSD radix sort of n keys, 11 bits a pass; tmp holds n keys. */
+static void radix_sort_u32(uint32_t *keys, uint32_t *tmp, int64_t n)
+{
+    static const int bits = 11, passes = 3;
+    uint32_t *src = keys, *dst = tmp;
+    int64_t count[1 << 11];
+    for (int pass = 0; pass < passes; pass++) {
+        const int shift = pass * bits;
+        memset(count, 0, sizeof count);
+        for (int64_t i = 0; i < n; i++)
+            count[(src[i] >> shift) & 2047]++;
+        int64_t sum = 0;
+        for (int d = 0; d < 2048; d++) {
+            int64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & 2047]++] = src[i];
+        uint32_t *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != keys)
+        memcpy(keys, src, (size_t)n * sizeof *keys);
+}
+
+// ---------------------------------------------------------------------------
+// which pairs: rows of the query side, columns of the gallery
+
+/* The gallery index of query row i when the queries are rows of the gallery's
+ * own set (same_set). */
+static inline int64_t set_row(const roc_source *s, int64_t i)
+{
+    return s->row_offset + i;
+}
+
+/* Whether pair (query row i, gallery column j) is counted: one set counts
+ * j > i once (unordered) or every j != i (ordered). */
+static inline int counted(const roc_source *s, int64_t i, int64_t j)
+{
+    if (s->same_set == ROC_SAME_SET_UNORDERED)
+        return j > set_row(s, i);
+    if (s->same_set == ROC_SAME_SET_ORDERED)
+        return j != set_row(s, i);
+    return 1;
+}
+
+// ---------------------------------------------------------------------------
+// genuine pairs
+
+/* The gallery grouped by code (stable counting sort): members[start[c] ..
+ * start[c + 1]) are the gallery indices of code c, ascending, and gallery
+ * entry j sits at members[position[j]]. */
+typedef struct {
+    int64_t *start;     /* n_codes + 1 */
+    int64_t *members;
+    int64_t *position;
+} code_groups;
+
+static int group_codes(const roc_eval_cpu *b, code_groups *groups, int *bad_code)
+{
+    const roc_source *s = &b->src;
+    groups->start = ext_calloc((size_t)s->n_codes + 1, sizeof(int64_t));
+    groups->members = ext_malloc((size_t)s->n_gallery * sizeof(int64_t));
+    groups->position = ext_malloc((size_t)s->n_gallery * sizeof(int64_t));
+    int64_t *fill = ext_malloc((size_t)s->n_codes * sizeof(int64_t));
+    if (!groups->start || !groups->members || !groups->position || !fill) {
+        free(fill);
+        return nomem(b, "the label groups");
+    }
+    for (int64_t i = 0; i < s->n_query && !*bad_code; i++)
+        *bad_code = s->codes_q[i] < 0 || s->codes_q[i] >= s->n_codes;
+    for (int64_t j = 0; j < s->n_gallery && !*bad_code; j++)
+        *bad_code = s->codes_g[j] < 0 || s->codes_g[j] >= s->n_codes;
+    if (!*bad_code) {
+        for (int64_t j = 0; j < s->n_gallery; j++)
+            groups->start[s->codes_g[j] + 1]++;
+        for (int64_t c = 0; c < s->n_codes; c++)
+            groups->start[c + 1] += groups->start[c];
+        memcpy(fill, groups->start, (size_t)s->n_codes * sizeof(int64_t));
+        for (int64_t j = 0; j < s->n_gallery; j++) {
+            const int64_t at = fill[s->codes_g[j]]++;
+            groups->members[at] = j;
+            groups->position[j] = at;
+        }
+    }
+    free(fill);
+    return EXT_OK;
+}
+
+/* The genuine partners of query row i: members[*first .. *last) of its code's
+ * group (for one set, the members after it, or all of them, itself then
+ * refused by `counted`), and how many pairs of them count. */
+static int64_t partner_range(const roc_source *s, const code_groups *groups, int64_t i,
+                             int64_t *first, int64_t *last)
+{
+    const int32_t c = s->same_set ? s->codes_g[set_row(s, i)] : s->codes_q[i];
+    *first = groups->start[c];
+    *last = groups->start[c + 1];
+    if (s->same_set == ROC_SAME_SET_UNORDERED)
+        *first = groups->position[set_row(s, i)] + 1;
+    return *last - *first - (s->same_set == ROC_SAME_SET_ORDERED);
+}
+
+static float pair_score(const roc_eval_cpu *b, int64_t i, int64_t j)
+{
+    const roc_source *s = &b->src;
+    if (s->score)
+        return s->score[i * s->n_gallery + j];
+    return dot_in_order(b->feat_q + i * s->dim, b->feat_g + j * s->dim, s->dim);
+}
+
+/* The genuine scores as distinct sorted keys with their counts. */
+static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals,
+                          int *bad_code)
+{
+    const roc_source *s = &b->src;
+    code_groups groups = {0};
+    uint32_t *keys = NULL, *tmp = NULL;
+    int64_t *offset = NULL;
+    int st = group_codes(b, &groups, bad_code);
+    if (st || *bad_code)
+        goto done;
+    offset = ext_malloc((size_t)(s->n_query + 1) * sizeof *offset);
+    if (!offset) {
+        st = nomem(b, "the genuine pairs");
+        goto done;
+    }
+    offset[0] = 0;
+    for (int64_t i = 0; i < s->n_query; i++) {
+        int64_t first, last;
+        offset[i + 1] = offset[i] + partner_range(s, &groups, i, &first, &last);
+    }
+    const int64_t n_pairs = offset[s->n_query];
+    keys = ext_malloc((size_t)n_pairs * sizeof *keys);
+    tmp = ext_malloc((size_t)n_pairs * sizeof *tmp);
+    if (!keys || !tmp) {
+        st = nomem(b, "the genuine scores");
+        goto done;
+    }
+    uint64_t n_nan = 0;
+#pragma omp parallel for schedule(dynamic, 64) reduction(+ : n_nan)
+    for (int64_t i = 0; i < s->n_query; i++) {
+        int64_t first, last, out = offset[i];
+        partner_range(s, &groups, i, &first, &last);
+        for (int64_t m = first; m < last; m++) {
+            const int64_t j = groups.members[m];
+            if (!counted(s, i, j))
+                continue;
+            const float score = pair_score(b, i, j);
+            keys[out++] = isnan(score) ? ROC_NO_KEY : roc_score_key(score);
+            n_nan += isnan(score);
+        }
+    }
+    radix_sort_u32(keys, tmp, n_pairs);
+    /* NaN pairs sorted first as ROC_NO_KEY; the rest run-length encoded */
+    int64_t n_levels = 0;
+    for (int64_t k = (int64_t)n_nan; k < n_pairs; k++)
+        n_levels += k == (int64_t)n_nan || keys[k] != keys[k - 1];
+    genuine->keys = ext_malloc((size_t)n_levels * sizeof(uint32_t));
+    genuine->counts = ext_calloc((size_t)n_levels, sizeof(uint64_t));
+    if (!genuine->keys || !genuine->counts) {
+        st = nomem(b, "the genuine scores");
+        goto done;
+    }
+    int64_t u = -1;
+    for (int64_t k = (int64_t)n_nan; k < n_pairs; k++) {
+        if (k == (int64_t)n_nan || keys[k] != keys[k - 1])
+            genuine->keys[++u] = keys[k];
+        genuine->counts[u]++;
+    }
+    genuine->n_levels = n_levels;
+    totals->n_genuine = (uint64_t)n_pairs - n_nan;
+    totals->n_nan_genuine = n_nan;
+done:
+    free(groups.start);
+    free(groups.members);
+    free(groups.position);
+    free(offset);
+    free(keys);
+    free(tmp);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// the counting pass
+
+/* One thread's counts, added into the evaluator's after the pass. */
+typedef struct {
+    uint64_t *at, *gap, *bins; /* exact: at (U), gap (U + 1); binned: bins (n + 2) */
+    uint32_t *gap_min;
+    uint32_t top_key;
+    uint64_t top_count, n_nan, n_pairs;
+} local_counts;
+
+/* Counts pair score s; curve mode stores its key in *key_slot instead. */
+static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
+                              local_counts *local, float s, uint32_t *key_slot)
+{
+    local->n_pairs++;
+    if (isnan(s)) {
+        local->n_nan++;
+        if (key_slot)
+            *key_slot = ROC_NO_KEY;
+        return;
+    }
+    if (b->src.mode == ROC_MODE_BINNED) {
+        const roc_binned_counts *bins = &counts->binned;
+        local->bins[roc_uniform_bin(s, bins->edges, bins->n_bins, bins->lo32, bins->scale32) + 1]++;
+        return;
+    }
+    const uint32_t key = roc_score_key(s);
+    if (key_slot) {
+        *key_slot = key;
+        return;
+    }
+    const roc_level_index *index = b->index;
+    const uint32_t *levels = b->levels->keys;
+    const int64_t U = b->levels->n_levels;
+    int at = 0;
+    int64_t level = 0;
+    if (key > levels[U - 1])
+        level = U;
+    else if (key >= levels[0])
+        level = roc_find_level(levels, index->lut, index->base, index->shift, key, &at);
+    if (at) {
+        local->at[level]++;
+    } else {
+        local->gap[level]++;
+        if (key < local->gap_min[level])
+            local->gap_min[level] = key;
+    }
+    if (key > local->top_key || local->top_count == 0) {
+        local->top_key = key;
+        local->top_count = 1;
+    } else if (key == local->top_key) {
+        local->top_count++;
+    }
+}
+
+static int local_alloc(const roc_eval_cpu *b, const roc_counts *counts, local_counts *local)
+{
+    const int64_t U = b->levels->n_levels;
+    memset(local, 0, sizeof *local);
+    if (b->src.mode == ROC_MODE_EXACT) {
+        local->at = ext_calloc((size_t)U, sizeof(uint64_t));
+        local->gap = ext_calloc((size_t)U + 1, sizeof(uint64_t));
+        local->gap_min = ext_malloc(((size_t)U + 1) * sizeof(uint32_t));
+        if (!local->at || !local->gap || !local->gap_min)
+            return EXT_ERR_NOMEM;
+        memset(local->gap_min, 0xff, ((size_t)U + 1) * sizeof(uint32_t));
+    } else if (b->src.mode == ROC_MODE_BINNED) {
+        local->bins = ext_calloc((size_t)counts->binned.n_bins + 2, sizeof(uint64_t));
+        if (!local->bins)
+            return EXT_ERR_NOMEM;
+    }
+    return EXT_OK;
+}
+
+static void local_merge(const roc_eval_cpu *b, const local_counts *local, roc_counts *counts)
+{
+    const int64_t U = b->levels->n_levels;
+    counts->totals.n_pairs += local->n_pairs;
+    counts->totals.n_nan += local->n_nan;
+    if (b->src.mode == ROC_MODE_EXACT) {
+        roc_exact_counts *e = &counts->exact;
+        for (int64_t u = 0; u < U; u++)
+            e->at[u] += local->at[u];
+        for (int64_t p = 0; p <= U; p++) {
+            e->gap[p] += local->gap[p];
+            if (local->gap_min[p] < e->gap_min[p])
+                e->gap_min[p] = local->gap_min[p];
+        }
+        if (local->top_count && (local->top_key > e->top_key || !e->top_count)) {
+            e->top_key = local->top_key;
+            e->top_count = local->top_count;
+        } else if (local->top_count && local->top_key == e->top_key) {
+            e->top_count += local->top_count;
+        }
+    } else if (b->src.mode == ROC_MODE_BINNED) {
+        roc_binned_counts *bins = &counts->binned;
+        bins->below += local->bins[0];
+        for (int64_t k = 0; k < bins->n_bins; k++)
+            bins->all[k] += local->bins[k + 1];
+        bins->above += local->bins[bins->n_bins + 1];
+    }
+}
+
+static void local_free(local_counts *local)
+{
+    free(local->at);
+    free(local->gap);
+    free(local->gap_min);
+    free(local->bins);
+}
+
+/* Curve mode: merges n sorted keys (NO_KEY first) into the distinct keys and
+ * counts so far. */
+static int merge_keys(const roc_eval_cpu *b, roc_key_counts *acc, const uint32_t *keys, int64_t n)
+{
+    int64_t k = 0;
+    while (k < n && keys[k] == ROC_NO_KEY)
+        k++;
+    const int64_t capacity = acc->n_keys + (n - k);
+    uint32_t *out_keys = ext_malloc((size_t)capacity * sizeof *out_keys);
+    uint64_t *out_counts = ext_malloc((size_t)capacity * sizeof *out_counts);
+    if (!out_keys || !out_counts) {
+        free(out_keys);
+        free(out_counts);
+        return nomem(b, "the distinct scores");
+    }
+    int64_t a = 0, m = 0;
+    while (a < acc->n_keys || k < n) {
+        uint32_t key;
+        uint64_t count = 0;
+        if (k >= n || (a < acc->n_keys && acc->keys[a] <= keys[k])) {
+            key = acc->keys[a];
+            count = acc->counts[a++];
+        } else {
+            key = keys[k];
+        }
+        while (k < n && keys[k] == key) {
+            count++;
+            k++;
+        }
+        out_keys[m] = key;
+        out_counts[m++] = count;
+    }
+    free(acc->keys);
+    free(acc->counts);
+    acc->keys = out_keys;
+    acc->counts = out_counts;
+    acc->n_keys = m;
+    return EXT_OK;
+}
+
+/* Curve mode: the keys of rows [row_begin, row_end), counted pairs only,
+ * sorted and merged into counts->keys. */
+static int merge_row_keys(const roc_eval_cpu *b, roc_counts *counts, uint32_t *keys,
+                          int64_t row_begin, int64_t row_end)
+{
+    const roc_source *s = &b->src;
+    const int64_t G = s->n_gallery;
+    int64_t n = 0;
+    for (int64_t i = row_begin; i < row_end; i++)
+        for (int64_t j = 0; j < G; j++)
+            if (counted(s, i, j))
+                keys[n++] = keys[(i - row_begin) * G + j];
+    uint32_t *tmp = ext_malloc((size_t)n * sizeof *tmp);
+    if (!tmp)
+        return nomem(b, "the keys of a block of rows (use a smaller chunk)");
+    radix_sort_u32(keys, tmp, n);
+    free(tmp);
+    return merge_keys(b, &counts->keys, keys, n);
+}
+
+int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin, int64_t row_end)
+{
+    const roc_source *s = &b->src;
+    const int64_t G = s->n_gallery;
+    const int features = s->score == NULL;
+    const int64_t n_col_tiles = (G + TILE_COLS - 1) / TILE_COLS;
+    const int64_t n_row_tiles = (row_end - row_begin + TILE_ROWS - 1) / TILE_ROWS;
+    const int64_t n_tiles = n_row_tiles * n_col_tiles;
+    const int curve_mode = s->mode == ROC_MODE_CURVE;
+    uint32_t *keys = NULL;
+    int failed = 0;
+    if (curve_mode) {
+        keys = ext_malloc((size_t)((row_end - row_begin) * G) * sizeof *keys);
+        if (!keys)
+            return nomem(b, "the keys of a block of rows (use a smaller chunk)");
+    }
+
+    /* every thread allocates first; the pass runs only if all of them could */
+    local_counts *locals = NULL;
+    float **scratch = NULL;
+    int n_threads = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+        {
+            n_threads = omp_get_num_threads();
+            locals = ext_calloc((size_t)n_threads, sizeof *locals);
+            scratch = ext_calloc((size_t)n_threads * 2, sizeof *scratch);
+            failed = !locals || !scratch;
+        }
+        const int t = omp_get_thread_num();
+        if (!failed) {
+            int ok = local_alloc(b, counts, &locals[t]) == EXT_OK;
+            if (features) {
+                scratch[2 * t] = ext_malloc(TILE_ROWS * TILE_COLS * sizeof(float));
+                scratch[2 * t + 1] = ext_malloc((size_t)s->dim * TILE_COLS * sizeof(float));
+                ok = ok && scratch[2 * t] && scratch[2 * t + 1];
+            }
+            if (!ok) {
+#pragma omp atomic write
+                failed = 1;
+            }
+        }
+#pragma omp barrier
+        if (!failed) {
+            float *tile = features ? scratch[2 * t] : NULL, *gT = features ? scratch[2 * t + 1] : NULL;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t k = 0; k < n_tiles; k++) {
+                const int64_t r0 = row_begin + (k / n_col_tiles) * TILE_ROWS;
+                const int64_t c0 = (k % n_col_tiles) * TILE_COLS;
+                const int64_t n_rows = row_end - r0 < TILE_ROWS ? row_end - r0 : TILE_ROWS;
+                const int64_t n_cols = G - c0 < TILE_COLS ? G - c0 : TILE_COLS;
+                if (s->same_set == ROC_SAME_SET_UNORDERED && c0 + n_cols <= set_row(s, r0) + 1)
+                    continue; /* every column at or left of every row's diagonal */
+                if (features)
+                    score_tile(b->feat_q, b->feat_g, s->dim, r0, n_rows, c0, n_cols, gT, tile);
+                for (int64_t r = 0; r < n_rows; r++) {
+                    const int64_t i = r0 + r;
+                    for (int64_t c = 0; c < n_cols; c++) {
+                        if (!counted(s, i, c0 + c))
+                            continue;
+                        const float score = features ? tile[r * TILE_COLS + c]
+                                                     : s->score[i * G + c0 + c];
+                        count_pair(b, counts, &locals[t], score,
+                                   curve_mode ? &keys[(i - row_begin) * G + c0 + c] : NULL);
+                    }
+                }
+            }
+        }
+    }
+    int st = EXT_OK;
+    if (failed) {
+        st = nomem(b, "per-thread counters");
+    } else {
+        for (int t = 0; t < n_threads; t++)
+            local_merge(b, &locals[t], counts);
+        if (curve_mode)
+            st = merge_row_keys(b, counts, keys, row_begin, row_end);
+    }
+    for (int t = 0; locals && t < n_threads; t++)
+        local_free(&locals[t]);
+    for (int t = 0; scratch && t < 2 * n_threads; t++)
+        free(scratch[t]);
+    free(locals);
+    free(scratch);
+    free(keys);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// the backend's life
+
+int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_counts *counts,
+                        const char *caller, roc_genuine_levels *genuine, roc_totals *totals,
+                        int *bad_code)
+{
+    (void)counts; /* the CPU reads the bins' edges from the counts as it counts */
+    *out = NULL;
+    *bad_code = 0;
+    roc_eval_cpu *b = ext_calloc(1, sizeof *b);
+    if (!b)
+        return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", caller);
+    b->src = *src;
+    b->caller = caller;
+    b->feat_q = src->feat_q;
+    b->feat_g = src->feat_g;
+    int st = EXT_OK;
+    if (src->feat_q && src->similarity == ROC_COSINE) {
+        /* one copy when the queries are the whole gallery */
+        const int shared = src->feat_q == src->feat_g && src->n_query == src->n_gallery;
+        b->owned_q = ext_malloc((size_t)(src->n_query * src->dim) * sizeof(float));
+        b->owned_g = shared ? NULL : ext_malloc((size_t)(src->n_gallery * src->dim) * sizeof(float));
+        if (!b->owned_q || (!shared && !b->owned_g)) {
+            st = nomem(b, "the normalized features");
+            goto fail;
+        }
+        normalize_rows(src->feat_q, b->owned_q, src->n_query, src->dim);
+        if (!shared)
+            normalize_rows(src->feat_g, b->owned_g, src->n_gallery, src->dim);
+        b->feat_q = b->owned_q;
+        b->feat_g = shared ? b->owned_q : b->owned_g;
+    }
+    if ((st = genuine_levels(b, genuine, totals, bad_code)) || *bad_code)
+        goto fail;
+    *out = b;
+    return EXT_OK;
+fail:
+    roc_eval_cpu_free(b);
+    return st;
+}
+
+int roc_eval_cpu_set_levels(roc_eval_cpu *b, const roc_genuine_levels *levels,
+                            const roc_level_index *index)
+{
+    b->levels = levels;
+    b->index = index;
+    return EXT_OK;
+}
+
+void roc_eval_cpu_free(roc_eval_cpu *b)
+{
+    if (b == NULL)
+        return;
+    free(b->owned_q);
+    free(b->owned_g);
+    free(b);
+}
