@@ -75,7 +75,9 @@ typedef enum {
     ROC_FAR_MAX_TPR = 0,      /* the largest TPR whose FPR <= far */
     ROC_FAR_NEAREST = 1,      /* the curve point whose FPR is nearest far */
     ROC_FAR_FIRST_ABOVE = 2,  /* the first curve point whose FPR >= far */
-    ROC_FAR_INTERPOLATE = 3   /* TPR linearly interpolated at FPR = far */
+    ROC_FAR_INTERPOLATE = 3,  /* TPR linearly interpolated at FPR = far */
+    ROC_FAR_NEAREST_SKLEARN = 4  /* InsightFace's IJB rule: the point nearest far, the
+                                    highest TPR among equally near ones */
 } roc_far_rule;
 
 typedef struct {
@@ -148,6 +150,21 @@ int roc_eval_create(roc_eval **out /* OUT */, const roc_eval_config *config,
                     const ext_tensor *codes_q, const ext_tensor *codes_g, int64_t n_codes,
                     const ext_tensor *score, const ext_tensor *feat_q,
                     const ext_tensor *feat_g, void *stream);
+/* The evaluator of a list of N pairs instead of all (query, gallery) pairs:
+ * genuine (N,) bool, uint8, int8, int32 or int64 holding 1 for a genuine pair
+ * and 0 for an impostor; and either score (N,) float32, or features feat_a
+ * (A, D) and feat_b (B, D) float32 with index_a (N,) and index_b (N,) int32
+ * or int64 (one dtype): pair t is rows feat_a[index_a[t]] and
+ * feat_b[index_b[t]], scored as roc_pair_scores would. The "rows" of
+ * roc_eval_add_rows are then pairs; N may exceed 2^31. */
+int roc_eval_create_pairs(roc_eval **out /* OUT */, const roc_eval_config *config,
+                          const ext_tensor *genuine, const ext_tensor *score,
+                          const ext_tensor *feat_a, const ext_tensor *feat_b,
+                          const ext_tensor *index_a, const ext_tensor *index_b, void *stream);
+/* An evaluator with no pairs of its own, for counts made elsewhere (streamed
+ * batches, say): the caller sets its levels, writes the counts through
+ * roc_eval_counts, and summarizes. */
+int roc_eval_create_counts(roc_eval **out /* OUT */, const roc_eval_config *config);
 int roc_eval_set_levels(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
                         int64_t n_levels, uint64_t n_nan_genuine);
 int roc_eval_add_rows(roc_eval *eval, int64_t row_begin, int64_t row_end);

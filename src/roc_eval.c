@@ -149,6 +149,15 @@ static int uniform_edges(roc_eval *ev)
     b->edges[n] = (float)hi;
     b->lo32 = (float)lo;
     b->scale32 = (float)((double)n / (hi - lo));
+    /* numpy.histogram refuses what cannot make finite, increasing float32
+     * edges; a scale that overflows float32 would make every bin a search */
+    int ok = isfinite(b->scale32) && b->scale32 > 0;
+    for (int64_t i = 0; ok && i <= n; i++)
+        ok = isfinite(b->edges[i]) && (i == 0 || b->edges[i - 1] < b->edges[i]);
+    if (!ok)
+        return ext_fail(EXT_ERR_VALUE, "%s: range (%g, %g) cannot be cut into %lld float32 bins "
+                        "with finite, increasing edges (numpy.histogram refuses it too)",
+                        ev->caller, lo, hi, (long long)n);
     return EXT_OK;
 }
 
@@ -165,7 +174,10 @@ static int use_levels(roc_eval *ev)
     if (ev->cuda)
         return cuda_status(ev, roc_eval_cuda_set_levels(ev->cuda, &ev->genuine, &ev->index));
 #endif
-    st = roc_eval_cpu_set_levels(ev->cpu, &ev->genuine, &ev->index);
+    if (ev->cpu)
+        st = roc_eval_cpu_set_levels(ev->cpu, &ev->genuine, &ev->index);
+    else
+        st = EXT_OK; /* counts only */
     return st;
 }
 
@@ -263,50 +275,59 @@ static int check_create(const roc_eval_config *config, const ext_tensor *codes_q
     return EXT_OK;
 }
 
-int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_tensor *codes_q,
-                    const ext_tensor *codes_g, int64_t n_codes, const ext_tensor *score,
-                    const ext_tensor *feat_q, const ext_tensor *feat_g, void *stream)
+/* The message for what a backend found wrong in the data. */
+static int bad_input(const roc_eval *ev, const roc_bad_input *bad)
 {
-    char fn[32];
-    snprintf(fn, sizeof fn, "%.31s", config->caller[0] ? config->caller : "roc");
+    switch (bad->kind) {
+    case ROC_BAD_GENUINE:
+        return ext_fail(EXT_ERR_VALUE, "%s: genuine[%lld] is neither 0 nor 1 (genuine must hold "
+                        "0 for impostor pairs and 1 for genuine ones, or be bool)", ev->caller,
+                        (long long)bad->index);
+    case ROC_BAD_INDEX_A:
+        return ext_fail(EXT_ERR_VALUE, "%s: index_a[%lld] is not a row of feat_a (%lld rows)",
+                        ev->caller, (long long)bad->index, (long long)ev->src.n_a);
+    case ROC_BAD_INDEX_B:
+        return ext_fail(EXT_ERR_VALUE, "%s: index_b[%lld] is not a row of feat_b (%lld rows)",
+                        ev->caller, (long long)bad->index, (long long)ev->src.n_gallery);
+    default:
+        return ext_fail(EXT_ERR_VALUE, "%s: a label code is outside [0, %lld)", ev->caller,
+                        (long long)ev->src.n_codes);
+    }
+}
+
+/* The evaluator of checked `src` on its device: the genuine levels found and
+ * indexed, the counters ready. */
+static int create(roc_eval **out, const roc_eval_config *config, const char *fn,
+                  const roc_source *src, int device_type)
+{
+    int st;
     *out = NULL;
-    int st = check_create(config, codes_q, codes_g, n_codes, score, feat_q, feat_g, fn);
-    if (st)
-        return st;
 #ifndef EXT_WITH_CUDA
-    if (codes_q->device_type == EXT_CUDA)
+    if (device_type == EXT_CUDA)
         return ext_no_cuda(fn, NULL);
 #endif
     roc_eval *ev = ext_calloc(1, sizeof *ev);
     if (!ev)
         return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", fn);
     ev->config = *config;
-    memcpy(ev->caller, fn, sizeof fn);
-    ev->src = (roc_source){
-        .mode = config->mode, .same_set = config->same_set, .similarity = config->similarity,
-        .device = codes_q->device_index, .stream = stream,
-        .n_query = codes_q->sizes[0], .n_gallery = codes_g->sizes[0],
-        .dim = feat_q ? feat_q->sizes[1] : 0, .row_offset = config->same_set ? config->row_offset : 0,
-        .n_codes = n_codes, .codes_q = codes_q->data, .codes_g = codes_g->data,
-        .score = score ? score->data : NULL, .feat_q = feat_q ? feat_q->data : NULL,
-        .feat_g = feat_g ? feat_g->data : NULL};
+    snprintf(ev->caller, sizeof ev->caller, "%s", fn);
+    ev->src = *src;
     ev->counts.exact.top_key = ROC_NO_KEY;
     if (config->mode == ROC_MODE_BINNED && (st = uniform_edges(ev)))
         goto fail;
-    int bad_code = 0;
+    roc_bad_input bad = {ROC_BAD_NONE, -1};
 #ifdef EXT_WITH_CUDA
-    if (codes_q->device_type == EXT_CUDA)
+    if (device_type == EXT_CUDA)
         st = cuda_status(ev, roc_eval_cuda_create(&ev->cuda, &ev->src, &ev->counts, &ev->genuine,
-                                                  &ev->counts.totals, &bad_code));
+                                                  &ev->counts.totals, &bad));
     else
 #endif
         st = roc_eval_cpu_create(&ev->cpu, &ev->src, &ev->counts, ev->caller, &ev->genuine,
-                                 &ev->counts.totals, &bad_code);
+                                 &ev->counts.totals, &bad);
     if (st)
         goto fail;
-    if (bad_code) {
-        st = ext_fail(EXT_ERR_VALUE, "%s: a label code is outside [0, %lld)", fn,
-                      (long long)n_codes);
+    if (bad.kind) {
+        st = bad_input(ev, &bad);
         goto fail;
     }
     if ((st = use_levels(ev)))
@@ -316,6 +337,154 @@ int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_ten
 fail:
     roc_eval_free(ev);
     return st;
+}
+
+static void caller_name(const roc_eval_config *config, char fn[32])
+{
+    snprintf(fn, 32, "%.31s", config->caller[0] ? config->caller : "roc");
+}
+
+int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_tensor *codes_q,
+                    const ext_tensor *codes_g, int64_t n_codes, const ext_tensor *score,
+                    const ext_tensor *feat_q, const ext_tensor *feat_g, void *stream)
+{
+    char fn[32];
+    caller_name(config, fn);
+    *out = NULL;
+    int st = check_create(config, codes_q, codes_g, n_codes, score, feat_q, feat_g, fn);
+    if (st)
+        return st;
+    const roc_source src = {
+        .mode = config->mode, .same_set = config->same_set, .similarity = config->similarity,
+        .device = codes_q->device_index, .stream = stream,
+        .n_query = codes_q->sizes[0], .n_gallery = codes_g->sizes[0],
+        .dim = feat_q ? feat_q->sizes[1] : 0, .row_offset = config->same_set ? config->row_offset : 0,
+        .n_codes = n_codes, .codes_q = codes_q->data, .codes_g = codes_g->data,
+        .score = score ? score->data : NULL, .feat_q = feat_q ? feat_q->data : NULL,
+        .feat_g = feat_g ? feat_g->data : NULL};
+    return create(out, config, fn, &src, codes_q->device_type);
+}
+
+static int check_create_pairs(const roc_eval_config *config, const ext_tensor *genuine,
+                              const ext_tensor *score, const ext_tensor *feat_a,
+                              const ext_tensor *feat_b, const ext_tensor *index_a,
+                              const ext_tensor *index_b, const char *fn)
+{
+    int st;
+    if ((st = check_config(config, fn)))
+        return st;
+    if (config->same_set)
+        return ext_fail(EXT_ERR_VALUE, "%s: same_set does not apply to a list of pairs", fn);
+    const int features = feat_a || feat_b || index_a || index_b;
+    if ((score == NULL) == !features || (features && !(feat_a && feat_b && index_a && index_b)))
+        return ext_fail(EXT_ERR_VALUE, "%s: give either score, or feat_a, feat_b, index_a and "
+                        "index_b", fn);
+    const unsigned flags = EXT_MASK(EXT_BOOL) | EXT_MASK(EXT_UINT8) | EXT_MASK(EXT_INT8) |
+                           EXT_MASK(EXT_INT32) | EXT_MASK(EXT_INT64);
+    ext_arg args[5] = {{"genuine", genuine}};
+    int n_args = 1;
+    if ((st = ext_check_dtype(fn, "genuine", genuine, flags)))
+        return st;
+    if (score) {
+        if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
+            return st;
+        args[n_args++] = (ext_arg){"score", score};
+    } else {
+        const unsigned indices = EXT_MASK(EXT_INT32) | EXT_MASK(EXT_INT64);
+        if ((st = ext_check_dtype(fn, "feat_a", feat_a, EXT_MASK(EXT_FLOAT32))) ||
+            (st = ext_check_dtype(fn, "feat_b", feat_b, EXT_MASK(EXT_FLOAT32))) ||
+            (st = ext_check_dtype(fn, "index_a", index_a, indices)) ||
+            (st = ext_check_dtype(fn, "index_b", index_b, indices)))
+            return st;
+        if (index_a->dtype != index_b->dtype)
+            return ext_fail(EXT_ERR_TYPE, "%s: index_a is %s but index_b is %s; they must have "
+                            "one dtype", fn, ext_dtype_name(index_a->dtype),
+                            ext_dtype_name(index_b->dtype));
+        args[n_args++] = (ext_arg){"feat_a", feat_a};
+        args[n_args++] = (ext_arg){"feat_b", feat_b};
+        args[n_args++] = (ext_arg){"index_a", index_a};
+        args[n_args++] = (ext_arg){"index_b", index_b};
+    }
+    if ((st = ext_check_devices(fn, args, n_args, genuine->device_type, NULL)))
+        return st;
+    if (genuine->device_type != EXT_CPU && genuine->device_type != EXT_CUDA)
+        return ext_fail(EXT_ERR_DEVICE, "%s: genuine is on an unsupported device", fn);
+    for (int a = 0; a < n_args; a++)
+        if ((st = ext_check_contiguous(fn, args[a].name, args[a].t)))
+            return st;
+    if ((st = ext_check_ndim(fn, "genuine", genuine, 1)))
+        return st;
+    const int64_t n = genuine->sizes[0];
+    if (score) {
+        if ((st = ext_check_ndim(fn, "score", score, 1)))
+            return st;
+        if (score->sizes[0] != n)
+            return ext_fail(EXT_ERR_VALUE, "%s: score has %lld elements but genuine has %lld", fn,
+                            (long long)score->sizes[0], (long long)n);
+        return EXT_OK;
+    }
+    if ((st = ext_check_ndim(fn, "feat_a", feat_a, 2)) ||
+        (st = ext_check_ndim(fn, "feat_b", feat_b, 2)) ||
+        (st = ext_check_ndim(fn, "index_a", index_a, 1)) ||
+        (st = ext_check_ndim(fn, "index_b", index_b, 1)))
+        return st;
+    if (feat_a->sizes[1] != feat_b->sizes[1])
+        return ext_fail(EXT_ERR_VALUE, "%s: feat_a is (%lld, %lld) but feat_b is (%lld, %lld): "
+                        "the feature dimensions differ", fn, (long long)feat_a->sizes[0],
+                        (long long)feat_a->sizes[1], (long long)feat_b->sizes[0],
+                        (long long)feat_b->sizes[1]);
+    if (index_a->sizes[0] != n || index_b->sizes[0] != n)
+        return ext_fail(EXT_ERR_VALUE, "%s: index_a and index_b have %lld and %lld elements but "
+                        "genuine has %lld", fn, (long long)index_a->sizes[0],
+                        (long long)index_b->sizes[0], (long long)n);
+    return EXT_OK;
+}
+
+int roc_eval_create_pairs(roc_eval **out, const roc_eval_config *config,
+                          const ext_tensor *genuine, const ext_tensor *score,
+                          const ext_tensor *feat_a, const ext_tensor *feat_b,
+                          const ext_tensor *index_a, const ext_tensor *index_b, void *stream)
+{
+    char fn[32];
+    caller_name(config, fn);
+    *out = NULL;
+    int st = check_create_pairs(config, genuine, score, feat_a, feat_b, index_a, index_b, fn);
+    if (st)
+        return st;
+    const roc_source src = {
+        .mode = config->mode, .similarity = config->similarity,
+        .device = genuine->device_index, .stream = stream,
+        .n_query = genuine->sizes[0], .n_gallery = feat_b ? feat_b->sizes[0] : 1,
+        .dim = feat_a ? feat_a->sizes[1] : 0,
+        .score = score ? score->data : NULL, .feat_q = feat_a ? feat_a->data : NULL,
+        .feat_g = feat_b ? feat_b->data : NULL,
+        .list = 1, .n_a = feat_a ? feat_a->sizes[0] : 0, .genuine = genuine->data,
+        .genuine_dtype = genuine->dtype, .index_a = index_a ? index_a->data : NULL,
+        .index_b = index_b ? index_b->data : NULL, .index_dtype = index_a ? index_a->dtype : 0};
+    return create(out, config, fn, &src, genuine->device_type);
+}
+
+int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
+{
+    char fn[32];
+    caller_name(config, fn);
+    *out = NULL;
+    int st = check_config(config, fn);
+    if (st)
+        return st;
+    roc_eval *ev = ext_calloc(1, sizeof *ev);
+    if (!ev)
+        return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", fn);
+    ev->config = *config;
+    snprintf(ev->caller, sizeof ev->caller, "%s", fn);
+    ev->src.mode = config->mode;
+    ev->counts.exact.top_key = ROC_NO_KEY;
+    if ((config->mode == ROC_MODE_BINNED && (st = uniform_edges(ev))) || (st = use_levels(ev))) {
+        roc_eval_free(ev);
+        return st;
+    }
+    *out = ev;
+    return EXT_OK;
 }
 
 static int check_usable(const roc_eval *ev)
@@ -375,7 +544,7 @@ int roc_eval_add_rows(roc_eval *ev, int64_t row_begin, int64_t row_end)
     ev->rows_added = 1;
     ev->fetched = 0;
     if (row_begin == row_end || ev->src.n_gallery == 0)
-        return EXT_OK;
+        return EXT_OK; /* (a list of pairs has n_gallery >= 1, or is scored from features) */
     if (ev->config.mode == ROC_MODE_EXACT && ev->genuine.n_levels == 0)
         return EXT_OK; /* no genuine pairs: summarize says so */
 #ifdef EXT_WITH_CUDA

@@ -175,7 +175,7 @@ typedef struct {
     int64_t *position;
 } code_groups;
 
-static int group_codes(const roc_eval_cpu *b, code_groups *groups, int *bad_code)
+static int group_codes(const roc_eval_cpu *b, code_groups *groups, roc_bad_input *bad)
 {
     const roc_source *s = &b->src;
     groups->start = ext_calloc((size_t)s->n_codes + 1, sizeof(int64_t));
@@ -186,11 +186,13 @@ static int group_codes(const roc_eval_cpu *b, code_groups *groups, int *bad_code
         free(fill);
         return nomem(b, "the label groups");
     }
-    for (int64_t i = 0; i < s->n_query && !*bad_code; i++)
-        *bad_code = s->codes_q[i] < 0 || s->codes_q[i] >= s->n_codes;
-    for (int64_t j = 0; j < s->n_gallery && !*bad_code; j++)
-        *bad_code = s->codes_g[j] < 0 || s->codes_g[j] >= s->n_codes;
-    if (!*bad_code) {
+    for (int64_t i = 0; i < s->n_query && !bad->kind; i++)
+        if (s->codes_q[i] < 0 || s->codes_q[i] >= s->n_codes)
+            *bad = (roc_bad_input){ROC_BAD_CODE, i};
+    for (int64_t j = 0; j < s->n_gallery && !bad->kind; j++)
+        if (s->codes_g[j] < 0 || s->codes_g[j] >= s->n_codes)
+            *bad = (roc_bad_input){ROC_BAD_CODE, j};
+    if (!bad->kind) {
         for (int64_t j = 0; j < s->n_gallery; j++)
             groups->start[s->codes_g[j] + 1]++;
         for (int64_t c = 0; c < s->n_codes; c++)
@@ -228,16 +230,42 @@ static float pair_score(const roc_eval_cpu *b, int64_t i, int64_t j)
     return dot_in_order(b->feat_q + i * s->dim, b->feat_g + j * s->dim, s->dim);
 }
 
-/* The genuine scores as distinct sorted keys with their counts. */
+/* Sorts n genuine keys (tmp: scratch for n) and run-length encodes them into
+ * the levels, n_nan of them NaN pairs (ROC_NO_KEY, sorted first). */
+static int levels_from_keys(const roc_eval_cpu *b, uint32_t *keys, uint32_t *tmp, int64_t n,
+                            uint64_t n_nan, roc_genuine_levels *genuine, roc_totals *totals)
+{
+    radix_sort_u32(keys, tmp, n);
+    int64_t n_levels = 0;
+    for (int64_t k = (int64_t)n_nan; k < n; k++)
+        n_levels += k == (int64_t)n_nan || keys[k] != keys[k - 1];
+    genuine->keys = ext_malloc((size_t)n_levels * sizeof(uint32_t));
+    genuine->counts = ext_calloc((size_t)n_levels, sizeof(uint64_t));
+    if (!genuine->keys || !genuine->counts)
+        return nomem(b, "the genuine scores");
+    int64_t u = -1;
+    for (int64_t k = (int64_t)n_nan; k < n; k++) {
+        if (k == (int64_t)n_nan || keys[k] != keys[k - 1])
+            genuine->keys[++u] = keys[k];
+        genuine->counts[u]++;
+    }
+    genuine->n_levels = n_levels;
+    totals->n_genuine = (uint64_t)n - n_nan;
+    totals->n_nan_genuine = n_nan;
+    return EXT_OK;
+}
+
+/* The genuine scores of all (query, gallery) pairs as distinct sorted keys
+ * with their counts. */
 static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals,
-                          int *bad_code)
+                          roc_bad_input *bad)
 {
     const roc_source *s = &b->src;
     code_groups groups = {0};
     uint32_t *keys = NULL, *tmp = NULL;
     int64_t *offset = NULL;
-    int st = group_codes(b, &groups, bad_code);
-    if (st || *bad_code)
+    int st = group_codes(b, &groups, bad);
+    if (st || bad->kind)
         goto done;
     offset = ext_malloc((size_t)(s->n_query + 1) * sizeof *offset);
     if (!offset) {
@@ -270,31 +298,100 @@ static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_tota
             n_nan += isnan(score);
         }
     }
-    radix_sort_u32(keys, tmp, n_pairs);
-    /* NaN pairs sorted first as ROC_NO_KEY; the rest run-length encoded */
-    int64_t n_levels = 0;
-    for (int64_t k = (int64_t)n_nan; k < n_pairs; k++)
-        n_levels += k == (int64_t)n_nan || keys[k] != keys[k - 1];
-    genuine->keys = ext_malloc((size_t)n_levels * sizeof(uint32_t));
-    genuine->counts = ext_calloc((size_t)n_levels, sizeof(uint64_t));
-    if (!genuine->keys || !genuine->counts) {
-        st = nomem(b, "the genuine scores");
-        goto done;
-    }
-    int64_t u = -1;
-    for (int64_t k = (int64_t)n_nan; k < n_pairs; k++) {
-        if (k == (int64_t)n_nan || keys[k] != keys[k - 1])
-            genuine->keys[++u] = keys[k];
-        genuine->counts[u]++;
-    }
-    genuine->n_levels = n_levels;
-    totals->n_genuine = (uint64_t)n_pairs - n_nan;
-    totals->n_nan_genuine = n_nan;
+    st = levels_from_keys(b, keys, tmp, n_pairs, n_nan, genuine, totals);
 done:
     free(groups.start);
     free(groups.members);
     free(groups.position);
     free(offset);
+    free(keys);
+    free(tmp);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// a list of pairs
+
+static float list_score(const roc_eval_cpu *b, int64_t t)
+{
+    const roc_source *s = &b->src;
+    if (s->score)
+        return s->score[t];
+    return dot_in_order(b->feat_q + roc_int_at(s->index_a, s->index_dtype, t) * s->dim,
+                        b->feat_g + roc_int_at(s->index_b, s->index_dtype, t) * s->dim, s->dim);
+}
+
+/* Checks the list (flags 0/1, indices in range): the first bad position, or
+ * -1 with the number of genuine pairs in *n_genuine. */
+static void check_list(const roc_source *s, roc_bad_input *bad, int64_t *n_genuine)
+{
+    int64_t first_bad[3] = {INT64_MAX, INT64_MAX, INT64_MAX}, count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count) \
+    reduction(min : first_bad[:3])
+    for (int64_t t = 0; t < s->n_query; t++) {
+        const int64_t flag = roc_int_at(s->genuine, s->genuine_dtype, t);
+        if (flag != 0 && flag != 1 && t < first_bad[0])
+            first_bad[0] = t;
+        count += flag == 1;
+        if (s->index_a) {
+            const int64_t a = roc_int_at(s->index_a, s->index_dtype, t);
+            const int64_t g = roc_int_at(s->index_b, s->index_dtype, t);
+            if ((a < 0 || a >= s->n_a) && t < first_bad[1])
+                first_bad[1] = t;
+            if ((g < 0 || g >= s->n_gallery) && t < first_bad[2])
+                first_bad[2] = t;
+        }
+    }
+    static const int kinds[3] = {ROC_BAD_GENUINE, ROC_BAD_INDEX_A, ROC_BAD_INDEX_B};
+    for (int k = 0; k < 3 && !bad->kind; k++)
+        if (first_bad[k] != INT64_MAX)
+            *bad = (roc_bad_input){kinds[k], first_bad[k]};
+    *n_genuine = count;
+}
+
+/* The genuine scores of a list of pairs as distinct sorted keys. */
+static int list_genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals,
+                               roc_bad_input *bad)
+{
+    const roc_source *s = &b->src;
+    int64_t n_genuine = 0;
+    check_list(s, bad, &n_genuine);
+    if (bad->kind)
+        return EXT_OK;
+    uint32_t *keys = ext_malloc((size_t)n_genuine * sizeof *keys);
+    uint32_t *tmp = ext_malloc((size_t)n_genuine * sizeof *tmp);
+    int st = EXT_OK;
+    if (!keys || !tmp) {
+        st = nomem(b, "the genuine scores");
+    } else {
+        /* each of n_parts contiguous parts writes its genuine keys after the
+         * parts before it */
+        enum { n_parts = 256 };
+        int64_t offset[n_parts + 1] = {0};
+        const int64_t N = s->n_query, part = (N + n_parts - 1) / n_parts;
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < n_parts; p++) {
+            const int64_t end = (p + 1) * part < N ? (p + 1) * part : N;
+            for (int64_t t = p * part; t < end; t++)
+                offset[p + 1] += roc_int_at(s->genuine, s->genuine_dtype, t) == 1;
+        }
+        for (int p = 0; p < n_parts; p++)
+            offset[p + 1] += offset[p];
+        uint64_t n_nan = 0;
+#pragma omp parallel for schedule(static) reduction(+ : n_nan)
+        for (int p = 0; p < n_parts; p++) {
+            const int64_t end = (p + 1) * part < N ? (p + 1) * part : N;
+            int64_t out = offset[p];
+            for (int64_t t = p * part; t < end; t++) {
+                if (roc_int_at(s->genuine, s->genuine_dtype, t) != 1)
+                    continue;
+                const float score = list_score(b, t);
+                keys[out++] = isnan(score) ? ROC_NO_KEY : roc_score_key(score);
+                n_nan += isnan(score);
+            }
+        }
+        st = levels_from_keys(b, keys, tmp, n_genuine, n_nan, genuine, totals);
+    }
     free(keys);
     free(tmp);
     return st;
@@ -472,9 +569,54 @@ static int merge_row_keys(const roc_eval_cpu *b, roc_counts *counts, uint32_t *k
     return merge_keys(b, &counts->keys, keys, n);
 }
 
+/* A list of pairs: pairs [begin, end), each thread over a contiguous part. */
+static int add_list(roc_eval_cpu *b, roc_counts *counts, int64_t begin, int64_t end)
+{
+    const int curve_mode = b->src.mode == ROC_MODE_CURVE;
+    uint32_t *keys = NULL;
+    local_counts *locals = NULL;
+    int n_threads = omp_get_max_threads(), failed = 0;
+    locals = ext_calloc((size_t)n_threads, sizeof *locals);
+    if (curve_mode)
+        keys = ext_malloc((size_t)(end - begin) * sizeof *keys);
+    failed = !locals || (curve_mode && !keys);
+    for (int t = 0; !failed && t < n_threads; t++)
+        failed = local_alloc(b, counts, &locals[t]) != EXT_OK;
+    if (!failed) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = begin; t < end; t++)
+            count_pair(b, counts, &locals[omp_get_thread_num()], list_score(b, t),
+                       curve_mode ? &keys[t - begin] : NULL);
+    }
+    int st = EXT_OK;
+    if (failed) {
+        st = nomem(b, "per-thread counters");
+    } else {
+        for (int t = 0; t < n_threads; t++)
+            local_merge(b, &locals[t], counts);
+        if (curve_mode) {
+            uint32_t *tmp = ext_malloc((size_t)(end - begin) * sizeof *tmp);
+            if (!tmp) {
+                st = nomem(b, "the keys of a block of pairs (use a smaller chunk)");
+            } else {
+                radix_sort_u32(keys, tmp, end - begin);
+                free(tmp);
+                st = merge_keys(b, &counts->keys, keys, end - begin);
+            }
+        }
+    }
+    for (int t = 0; locals && t < n_threads; t++)
+        local_free(&locals[t]);
+    free(locals);
+    free(keys);
+    return st;
+}
+
 int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin, int64_t row_end)
 {
     const roc_source *s = &b->src;
+    if (s->list)
+        return add_list(b, counts, row_begin, row_end);
     const int64_t G = s->n_gallery;
     const int features = s->score == NULL;
     const int64_t n_col_tiles = (G + TILE_COLS - 1) / TILE_COLS;
@@ -566,11 +708,11 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
 
 int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_counts *counts,
                         const char *caller, roc_genuine_levels *genuine, roc_totals *totals,
-                        int *bad_code)
+                        roc_bad_input *bad)
 {
     (void)counts; /* the CPU reads the bins' edges from the counts as it counts */
     *out = NULL;
-    *bad_code = 0;
+    *bad = (roc_bad_input){ROC_BAD_NONE, -1};
     roc_eval_cpu *b = ext_calloc(1, sizeof *b);
     if (!b)
         return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", caller);
@@ -581,20 +723,23 @@ int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_cou
     int st = EXT_OK;
     if (src->feat_q && src->similarity == ROC_COSINE) {
         /* one copy when the queries are the whole gallery */
-        const int shared = src->feat_q == src->feat_g && src->n_query == src->n_gallery;
-        b->owned_q = ext_malloc((size_t)(src->n_query * src->dim) * sizeof(float));
+        const int64_t n_q = src->list ? src->n_a : src->n_query;
+        const int shared = src->feat_q == src->feat_g && n_q == src->n_gallery;
+        b->owned_q = ext_malloc((size_t)(n_q * src->dim) * sizeof(float));
         b->owned_g = shared ? NULL : ext_malloc((size_t)(src->n_gallery * src->dim) * sizeof(float));
         if (!b->owned_q || (!shared && !b->owned_g)) {
             st = nomem(b, "the normalized features");
             goto fail;
         }
-        normalize_rows(src->feat_q, b->owned_q, src->n_query, src->dim);
+        normalize_rows(src->feat_q, b->owned_q, n_q, src->dim);
         if (!shared)
             normalize_rows(src->feat_g, b->owned_g, src->n_gallery, src->dim);
         b->feat_q = b->owned_q;
         b->feat_g = shared ? b->owned_q : b->owned_g;
     }
-    if ((st = genuine_levels(b, genuine, totals, bad_code)) || *bad_code)
+    st = src->list ? list_genuine_levels(b, genuine, totals, bad)
+                   : genuine_levels(b, genuine, totals, bad);
+    if (st || bad->kind)
         goto fail;
     *out = b;
     return EXT_OK;

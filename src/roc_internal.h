@@ -83,10 +83,18 @@ typedef struct {
     roc_key_counts keys;
 } roc_counts;
 
-/* The pairs to evaluate, checked by the shim: (query i, gallery j) of a score
- * matrix (Q, G) or of features (Q, D) x (G, D), on `device` (CUDA) or the CPU.
- * With same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
- * gallery's set (a shard of it, or all of it). */
+/* The pairs to evaluate, checked by the shim, on `device` (CUDA) or the CPU.
+ *
+ * All pairs (list = 0): (query i, gallery j) of a score matrix (Q, G) or of
+ * features (Q, D) x (G, D); genuine where the label codes are equal. With
+ * same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
+ * gallery's set (a shard of it, or all of it).
+ *
+ * A list of pairs (list = 1): the "rows" are n_query = N pairs; pair t is
+ * genuine when genuine[t] is 1 (0: impostor; of genuine_dtype, an ext_dtype),
+ * and scores score[t], or the features' rows feat_q[index_a[t]] and
+ * feat_g[index_b[t]] (of index_dtype; n_gallery is then feat_g's rows, n_a
+ * feat_q's). */
 typedef struct {
     int mode, same_set, similarity;
     int device;                              /* CUDA ordinal */
@@ -95,7 +103,25 @@ typedef struct {
     int64_t n_codes;
     const int32_t *codes_q, *codes_g;        /* dense label codes in [0, n_codes) */
     const float *score, *feat_q, *feat_g;    /* one source: score, or both features */
+    int list;
+    int64_t n_a;
+    const void *genuine, *index_a, *index_b;
+    int genuine_dtype, index_dtype;
 } roc_source;
+
+/* What the backends found wrong in the data (the shim words the message). */
+typedef enum {
+    ROC_BAD_NONE = 0,
+    ROC_BAD_CODE = 1,      /* a label code outside [0, n_codes) */
+    ROC_BAD_GENUINE = 2,   /* genuine[index] is neither 0 nor 1 */
+    ROC_BAD_INDEX_A = 3,   /* index_a[index] is not a row of feat_a */
+    ROC_BAD_INDEX_B = 4    /* index_b[index] is not a row of feat_b */
+} roc_bad_kind;
+
+typedef struct {
+    int kind;          /* roc_bad_kind */
+    int64_t index;     /* the first position found wrong */
+} roc_bad_input;
 
 /*
  * The backends, behind the same calls (the CUDA ones return a cudaError_t as
@@ -103,11 +129,11 @@ typedef struct {
  *
  *   create      finds the genuine pairs and their scores: the distinct genuine
  *               keys (*genuine, host arrays the caller frees) and the genuine
- *               totals; *bad_code = 1 if a code lies outside [0, n_codes)
+ *               totals; *bad says what of the data is wrong, if anything
  *   set_levels  counts against these levels from now on: (re)allocates and
  *               zeroes the counters (levels and index stay the caller's, alive
  *               until the next set_levels or free)
- *   add_rows    counts the pairs of query rows [begin, end) into `counts`
+ *   add_rows    counts the pairs of query rows (list: pairs) [begin, end) into `counts`
  *               (the GPU: into its device counters, copied over `counts` by
  *               roc_eval_cuda_fetch)
  *   free        releases everything the backend holds
@@ -116,7 +142,7 @@ typedef struct roc_eval_cpu roc_eval_cpu;
 
 int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_counts *counts,
                         const char *caller, roc_genuine_levels *genuine /* OUT */,
-                        roc_totals *totals /* OUT */, int *bad_code /* OUT */);
+                        roc_totals *totals /* OUT */, roc_bad_input *bad /* OUT */);
 int roc_eval_cpu_set_levels(roc_eval_cpu *backend, const roc_genuine_levels *levels,
                             const roc_level_index *index);
 int roc_eval_cpu_add_rows(roc_eval_cpu *backend, roc_counts *counts, int64_t begin, int64_t end);

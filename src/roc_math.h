@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ext_tensor.h"
+
 #ifdef __CUDACC__
 #define ROC_HD __host__ __device__ __forceinline__
 #else
@@ -118,6 +120,18 @@ ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint3
     }
     *at = ROC_LOAD(levels + lo) == key;
     return lo;
+}
+
+/* Element t of an integer or bool array of ext_dtype `dtype` (a pair list's
+ * flags and indices). */
+ROC_HD int64_t roc_int_at(const void *p, int dtype, int64_t t)
+{
+    switch (dtype) {
+    case EXT_INT64: return ((const int64_t *)p)[t];
+    case EXT_INT32: return ((const int32_t *)p)[t];
+    case EXT_INT8: return ((const int8_t *)p)[t];
+    default: return ((const uint8_t *)p)[t]; /* EXT_UINT8, EXT_BOOL */
+    }
 }
 
 #endif /* ROC_MATH_H */

@@ -102,13 +102,17 @@ static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
     const int64_t n = s->n_points;
     int64_t k = 0;
     double value;
-    if (rule == ROC_FAR_NEAREST) {
+    if (rule == ROC_FAR_NEAREST || rule == ROC_FAR_NEAREST_SKLEARN) {
+        /* InsightFace flips scikit-learn's curve and takes the first nearest
+         * point: of equally near ones, the last (highest TPR) */
         double best = INFINITY;
-        for (int64_t i = 0; i < n; i++)
-            if (fabs(s->fpr[i] - far) < best) {
-                best = fabs(s->fpr[i] - far);
+        for (int64_t i = 0; i < n; i++) {
+            const double distance = fabs(s->fpr[i] - far);
+            if (distance < best || (rule == ROC_FAR_NEAREST_SKLEARN && distance == best)) {
+                best = distance;
                 k = i;
             }
+        }
         value = s->tpr[k];
     } else if (rule == ROC_FAR_FIRST_ABOVE) {
         while (k < n - 1 && s->fpr[k] < far)
@@ -185,7 +189,7 @@ static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_
 
 static int check_fars(const double *fars, int64_t n_fars, int far_rule)
 {
-    if (far_rule < ROC_FAR_MAX_TPR || far_rule > ROC_FAR_INTERPOLATE)
+    if (far_rule < ROC_FAR_MAX_TPR || far_rule > ROC_FAR_NEAREST_SKLEARN)
         return ext_fail(EXT_ERR_VALUE, "roc: unknown far_rule %d", far_rule);
     for (int64_t i = 0; i < n_fars; i++)
         if (!(fars[i] >= 0.0 && fars[i] <= 1.0))

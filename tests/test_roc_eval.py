@@ -1,6 +1,7 @@
 """evaluate() and roc_curve() against scikit-learn and NumPy (float64
 references), their errors, and the GPU against the CPU."""
 
+import json
 import time
 
 import numpy as np
@@ -217,7 +218,10 @@ def test_tar_at_far_table(rng):
     text = report.table()
     assert "FAR" in text and "false accepts" in text and "AUC" in text
     assert len(report.tar_at_far) == 2 and report.tar_at_far[1].far == 0.1
-    assert report.to_dict()["thresholds"][0] == "inf"
+    summary = report.to_dict()
+    assert "thresholds" not in summary and summary["n_points"] == len(report.fpr)
+    assert report.to_dict(curve=True)["thresholds"][0] is None  # +inf as JSON null
+    json.dumps(report.to_dict(curve=True), allow_nan=False)
 
 
 # ---------------------------------------------------------------------------

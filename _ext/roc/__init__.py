@@ -19,6 +19,14 @@ from features, on the GPU or the CPU):
     report = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
     print(report.table())                       # TAR@FAR, AUC, EER
     fpr, tpr, thresholds = roc.roc_curve(labels_q, labels_g, score=score)
+
+A list of pairs (scikit-learn's (y_true, y_score), or a protocol's pair list),
+streamed batches, and several processes (group=, torch.distributed):
+
+    report = roc.evaluate_pairs(genuine, score)
+    acc = roc.RocAccumulator(labels_g, feat_g); acc.update(labels_q, feat_q); acc.compute()
+    report = roc.evaluate(labels_q[a:b], labels_g, feat_q=feat_q[a:b], feat_g=feat_g,
+                          group=torch.distributed.group.WORLD)
 """
 
 from .. import _ffi
@@ -29,10 +37,15 @@ except ImportError as error:  # pragma: no cover - only before `make`
     raise ImportError("_ext.roc is not built: run `make` in the project root (%s)"
                       % error) from error
 
-from ._evaluate import RocReport, TarAtFar, evaluate, pair_scores, roc_curve  # noqa: E402
+from ._accumulate import RocAccumulator  # noqa: E402
+from ._distributed import shard_rows  # noqa: E402
+from ._evaluate import (evaluate, evaluate_pairs, pair_scores, roc_curve,  # noqa: E402
+                        roc_curve_pairs)
+from ._report import RocReport, TarAtFar  # noqa: E402
 
-__all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "pair_scores", "RocReport",
-           "TarAtFar", "built_with_cuda"]
+__all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "evaluate_pairs", "roc_curve_pairs",
+           "pair_scores", "shard_rows", "RocAccumulator", "RocReport", "TarAtFar",
+           "built_with_cuda"]
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
 

@@ -1,324 +1,380 @@
-"""evaluate() and roc_curve(): the thin Python side of the evaluator in
-src/roc_eval.c (CPU) and src/cuda/roc_eval_kernel.cu (GPU).
+"""evaluate(), roc_curve(), evaluate_pairs(), roc_curve_pairs() and
+pair_scores(): the thin Python side of the evaluator in src/roc_eval.c (the
+CPU backend in src/roc_eval_cpu.c, the GPU's in src/cuda/roc_eval_kernel.cu).
 
-Python only turns labels into dense codes, describes the tensors, steps
-through the query rows in chunks (so a caller can show progress), and copies
-the C summary into NumPy arrays.
+Python checks the options, turns labels into dense codes, describes the
+arrays, steps through the rows (or pairs) in chunks so a caller can show
+progress, and, with a torch.distributed group, exchanges the genuine levels
+and reduces the counts (_distributed.py).
 """
-
-import collections
-import math
 
 import numpy as np
 
 from .. import _ffi
+from . import _distributed
+from ._inputs import (DEFAULT_FARS, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
+                      far_targets, label_codes, parse_device, positive_int, progress_callback,
+                      require_array, same_set_code, to_device)
+from ._report import curve_arrays, report_from_summary
 from ._roc import ffi, lib
 
-MODES = {"exact": lib.ROC_MODE_EXACT, "binned": lib.ROC_MODE_BINNED}
-FAR_RULES = {"max_tpr": lib.ROC_FAR_MAX_TPR, "nearest": lib.ROC_FAR_NEAREST,
-             "first_above": lib.ROC_FAR_FIRST_ABOVE, "interpolate": lib.ROC_FAR_INTERPOLATE}
-SIMILARITIES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
-DEFAULT_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+MODE_CODES = {"exact": lib.ROC_MODE_EXACT, "binned": lib.ROC_MODE_BINNED,
+              "curve": lib.ROC_MODE_CURVE}
+RULE_CODES = {"max_tpr": lib.ROC_FAR_MAX_TPR, "nearest": lib.ROC_FAR_NEAREST,
+              "first_above": lib.ROC_FAR_FIRST_ABOVE, "interpolate": lib.ROC_FAR_INTERPOLATE,
+              "nearest_sklearn": lib.ROC_FAR_NEAREST_SKLEARN}
+SIMILARITY_CODES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
+PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 
-# pairs per step: the curve mode holds a key per pair of a step (4 bytes) plus
-# CUB's sort buffers; the others hold nothing per pair
+# units (rows, or pairs of a list) per step: the curve mode holds a key per
+# pair of a step (4 bytes) plus CUB's sort buffers; the others hold nothing per pair
 DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24}
-
-TarAtFar = collections.namedtuple("TarAtFar", "far tar threshold false_accepts")
-TarAtFar.__doc__ = """TAR at one FAR target: the threshold is the highest that reaches the TAR,
-and false_accepts the impostor pairs scoring at or above it."""
-
-
-class RocReport:
-    """What evaluate() returns.
-
-    fpr, tpr, thresholds   the curve, thresholds descending, thresholds[0] = inf
-                           (exact mode: scikit-learn's points, less the inner
-                           points of horizontal runs where tied impostors make
-                           scikit-learn keep extra collinear points; binned
-                           mode: one point per bin edge)
-    false_accepts, true_accepts   the pair counts behind fpr and tpr
-    auc, eer, eer_threshold
-    tar_at_far             list of TarAtFar, one per target in `fars`
-    n_genuine, n_impostor  pairs counted (NaN scores excluded)
-    n_nan                  pairs with a NaN score, excluded
-    counts                 the raw counts (dict of NumPy arrays; see counts_doc)
-    mode, far_rule, device_bytes_peak
-    """
-
-    counts_doc = {
-        "exact": "genuine_scores (the U distinct genuine scores, ascending), genuine (pairs "
-                 "on each), impostor_at (impostors scoring exactly each), impostor_between "
-                 "(U + 1: impostors strictly between consecutive genuine scores, from below "
-                 "the lowest to above the highest), impostor_between_min (the lowest such "
-                 "score, NaN where none)",
-        "binned": "edges (bins + 1), genuine and impostor (per bin, numpy.histogram's "
-                  "convention), genuine_below/above and impostor_below/above (outside range)",
-    }
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-
-    def __repr__(self):
-        return ("RocReport(mode=%r, n_genuine=%d, n_impostor=%d, n_nan=%d, auc=%.6f, eer=%.6f, "
-                "%d points)" % (self.mode, self.n_genuine, self.n_impostor, self.n_nan, self.auc,
-                                self.eer, len(self.fpr)))
-
-    def table(self):
-        """The TAR@FAR table as text."""
-        lines = ["%10s  %10s  %12s  %14s" % ("FAR", "TAR", "threshold", "false accepts")]
-        for row in self.tar_at_far:
-            lines.append("%10.0e  %10.6f  %12.6f  %14d" % (row.far, row.tar, row.threshold,
-                                                            row.false_accepts))
-        lines.append("AUC %.8f   EER %.6f at threshold %.6f   (%s, far_rule=%s)"
-                     % (self.auc, self.eer, self.eer_threshold, self.mode, self.far_rule))
-        lines.append("%d genuine pairs, %d impostor pairs, %d NaN scores excluded"
-                     % (self.n_genuine, self.n_impostor, self.n_nan))
-        return "\n".join(lines)
-
-    def to_dict(self):
-        """Plain Python values (non-finite floats as the strings 'inf', '-inf', 'nan'),
-        ready for json.dump."""
-        def plain(value):
-            if isinstance(value, np.ndarray):
-                return [plain(v) for v in value.tolist()]
-            if isinstance(value, float) and not math.isfinite(value):
-                return str(value)
-            if isinstance(value, (list, tuple)):
-                return [plain(v) for v in value]
-            if isinstance(value, dict):
-                return {k: plain(v) for k, v in value.items()}
-            if isinstance(value, np.generic):
-                return plain(value.item())
-            return value
-        out = {k: v for k, v in self.__dict__.items() if k != "tar_at_far"}
-        out["tar_at_far"] = [dict(row._asdict()) for row in self.tar_at_far]
-        return plain(out)
+MAX_BINS = 1 << 30
 
 
 # ---------------------------------------------------------------------------
-# inputs
+# one C evaluator
 
-def _torch():
-    if _ffi.torch is None:
-        raise RuntimeError("CUDA evaluation needs torch")
-    return _ffi.torch
+class Evaluation:
+    """A C evaluator (roc.h) and the arrays it reads, kept alive as long as it."""
+
+    def __init__(self, fn, handle, keep, n_rows, rows_per_unit, device):
+        self.fn = fn
+        self.handle = ffi.gc(handle, lib.roc_eval_free)
+        self.keep = keep
+        self.n_rows = n_rows            # rows (or pairs) to count
+        self.pairs_per_row = rows_per_unit
+        self.device = device
+
+    def check(self, status):
+        _ffi.check(ffi, lib, status)
+
+    def add_rows(self, begin, end):
+        self.check(lib.roc_eval_add_rows(self.handle, begin, end))
+
+    def view(self):
+        out = ffi.new("roc_counts_view *")
+        self.check(lib.roc_eval_counts(self.handle, out))
+        return out
+
+    def levels(self):
+        """(keys uint32, genuine pairs uint64, NaN genuine pairs) of the levels."""
+        v = self.view()
+        return (_numpy(v.level_keys, v.n_levels, np.uint32).copy(),
+                _numpy(v.level_counts, v.n_levels, np.uint64).copy(), int(v.totals[3]))
+
+    def set_levels(self, keys, counts, n_nan_genuine):
+        keys = np.ascontiguousarray(keys, np.uint32)
+        counts = np.ascontiguousarray(counts, np.uint64)
+        self.check(lib.roc_eval_set_levels(
+            self.handle, ffi.from_buffer("uint32_t[]", keys), ffi.from_buffer("uint64_t[]", counts),
+            len(keys), int(n_nan_genuine)))
+
+    def counts(self):
+        """The host counts as NumPy views of the evaluator's own arrays: writing
+        to them changes what summarize() sees."""
+        v = self.view()
+        U = v.n_levels
+        out = {"totals": _numpy(v.totals, 4, np.uint64)}
+        if v.mode == lib.ROC_MODE_EXACT:
+            out.update(at=_numpy(v.at, U, np.uint64), gap=_numpy(v.gap, U + 1, np.uint64),
+                       gap_min=_numpy(v.gap_min, U + 1, np.uint32),
+                       top_key=_numpy(v.top_key, 1, np.uint32),
+                       top_count=_numpy(v.top_count, 1, np.uint64))
+        elif v.mode == lib.ROC_MODE_BINNED:
+            out.update(bins=_numpy(v.bins, v.n_bins, np.uint64),
+                       below=_numpy(v.below, 1, np.uint64), above=_numpy(v.above, 1, np.uint64))
+        else:
+            out.update(keys=_numpy(v.keys, v.n_keys, np.uint32),
+                       key_counts=_numpy(v.key_counts, v.n_keys, np.uint64))
+        return out
+
+    def set_keys(self, keys, counts):
+        keys = np.ascontiguousarray(keys, np.uint32)
+        counts = np.ascontiguousarray(counts, np.uint64)
+        self.check(lib.roc_eval_set_keys(self.handle, ffi.from_buffer("uint32_t[]", keys),
+                                         ffi.from_buffer("uint64_t[]", counts), len(keys)))
+
+    def summarize(self, fars, far_rule):
+        far_array = ffi.new("double[]", list(fars)) if fars else ffi.NULL
+        out = ffi.new("roc_summary **")
+        self.check(lib.roc_eval_summarize(self.handle, far_array, len(fars),
+                                          RULE_CODES[far_rule], out))
+        return ffi.gc(out[0], lib.roc_summary_free)
 
 
-def _to_device(x, device):
-    """x on `device` ("cpu", "cuda", "cuda:1"): a torch tensor, or a NumPy array
-    left as it is for "cpu"."""
-    if x is None:
-        return None
-    if device is None or (device == "cpu" and isinstance(x, np.ndarray)):
-        return x
-    torch = _torch()
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(x)
-    return x.to(device)
+def _numpy(pointer, n, dtype):
+    """A NumPy view of n elements at a C pointer (writable, no copy)."""
+    dtype = np.dtype(dtype)
+    if n == 0 or pointer == ffi.NULL:
+        return np.zeros(0, dtype)
+    return np.frombuffer(ffi.buffer(pointer, n * dtype.itemsize), dtype=dtype)
 
 
-def _device_of(*xs):
-    for x in xs:
-        if _ffi.is_tensor(x):
-            return x.device
-    return None
+def _config(fn, mode, same_set=0, similarity="cosine", bins=1024, bin_range_=(-1.0, 1.0),
+            row_offset=0):
+    config = ffi.new("roc_eval_config *")
+    config.caller = fn.encode()[:31]
+    config.mode = MODE_CODES[mode]
+    config.same_set = same_set
+    config.similarity = SIMILARITY_CODES[similarity]
+    config.row_offset = row_offset
+    config.bins = bins
+    config.range_lo, config.range_hi = bin_range_
+    return config
 
 
-def _flat_labels(fn, name, labels, expected):
-    if not (_ffi.is_tensor(labels) or isinstance(labels, np.ndarray)):
-        labels = np.asarray(labels)
-    kind = labels.dtype.is_floating_point if _ffi.is_tensor(labels) else labels.dtype.kind == "f"
-    if _ffi.is_tensor(labels):
-        ok = not labels.is_complex()
-    else:
-        ok = labels.dtype.kind in "biuf"
-    if not ok:
-        raise TypeError("%s: %s must hold integers or floats, got %s" % (fn, name, labels.dtype))
-    labels = labels.reshape(-1)
-    if expected is not None and labels.shape[0] != expected:
-        raise ValueError("%s: %s has %d elements but there are %d %s" % (
-            fn, name, labels.shape[0], expected, "queries" if name == "labels_q" else
-            "gallery entries"))
-    if kind and bool(labels.isnan().any() if _ffi.is_tensor(labels) else np.isnan(labels).any()):
-        raise ValueError("%s: %s contains NaN; a NaN label matches nothing" % (fn, name))
-    return labels
+def counts_only(fn, mode, bins=1024, bin_range_=(-1.0, 1.0)):
+    """An Evaluation with no pairs of its own, for counts made elsewhere."""
+    handle = ffi.new("roc_eval **")
+    _ffi.check(ffi, lib, lib.roc_eval_create_counts(handle, _config(fn, mode, bins=bins,
+                                                                    bin_range_=bin_range_)))
+    return Evaluation(fn, handle[0], (), 0, 0, "cpu")
 
 
-def _label_codes(fn, labels_q, labels_g, n_query, n_gallery):
-    """Dense int32 codes of the labels, equal where the labels are equal."""
-    labels_q = _flat_labels(fn, "labels_q", labels_q, n_query)
-    labels_g = _flat_labels(fn, "labels_g", labels_g, n_gallery)
-    if _ffi.is_tensor(labels_q):
-        torch = _torch()
-        if labels_q.dtype != labels_g.dtype:  # exact for integers below 2^53
-            labels_q, labels_g = labels_q.double(), labels_g.double()
-        values, codes = torch.unique(torch.cat([labels_q, labels_g]), return_inverse=True)
-        codes = codes.to(torch.int32)
-    else:
-        if labels_q.dtype != labels_g.dtype:
-            labels_q, labels_g = labels_q.astype(np.float64), labels_g.astype(np.float64)
-        values, codes = np.unique(np.concatenate([labels_q, labels_g]), return_inverse=True)
-        codes = codes.reshape(-1).astype(np.int32)
-    return codes[:labels_q.shape[0]], codes[labels_q.shape[0]:], int(values.shape[0])
+# ---------------------------------------------------------------------------
+# options
+
+class Options:
+    """The options every entry point shares, checked once."""
+
+    def __init__(self, fn, mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
+                 far_rule="max_tpr", chunk=None, similarity="cosine", progress=None,
+                 modes=MODES):
+        self.fn = fn
+        self.mode = choice(fn, "mode", mode, modes)
+        self.bins = positive_int(fn, "bins", bins, MAX_BINS)
+        self.range = bin_range(fn, range)
+        self.fars = far_targets(fn, fars)
+        self.far_rule = choice(fn, "far_rule", far_rule, FAR_RULES)
+        self.chunk = None if chunk is None else positive_int(fn, "chunk", chunk)
+        self.similarity = choice(fn, "similarity", similarity, SIMILARITIES)
+        self.progress = progress_callback(fn, progress)
+
+    def signature(self):
+        """What every rank of a group must agree on."""
+        return {"mode": self.mode, "bins": self.bins, "range": self.range, "fars": self.fars,
+                "far_rule": self.far_rule, "similarity": self.similarity}
+
+    def rows_per_step(self, device, units_per_row):
+        kind = "cuda" if device.startswith("cuda") else "cpu"
+        chunk = self.chunk or DEFAULT_CHUNK[(kind, "curve" if self.mode == "curve" else "pass")]
+        return max(1, chunk // max(units_per_row, 1))
 
 
-def _prepare(fn, labels_q, labels_g, score, feat_q, feat_g, same_set, device):
+# ---------------------------------------------------------------------------
+# running an evaluation
+
+def _count(evaluation, options, session, total_pairs, pairs_in_rows):
+    """add_rows over the evaluation's rows in steps, reporting progress (the
+    global progress with a group, estimated from this rank's share)."""
+    rows = options.rows_per_step(evaluation.device, evaluation.pairs_per_row)
+    local_total = pairs_in_rows(0, evaluation.n_rows)
+    done = 0
+    for begin in range(0, evaluation.n_rows, rows):
+        end = min(begin + rows, evaluation.n_rows)
+        evaluation.add_rows(begin, end)
+        done += pairs_in_rows(begin, end)
+        if options.progress is not None and session.rank == 0:
+            share = done / local_total if local_total else 1.0
+            options.progress(int(round(share * total_pairs)), total_pairs)
+    if options.progress is not None and session.rank == 0 and evaluation.n_rows == 0:
+        options.progress(total_pairs, total_pairs)
+
+
+def finish(counted, options):
+    """The (report, summary) of a counted evaluation: the counts of every rank
+    reduced, then summarized (the same on every rank)."""
+    evaluation, setup, session = counted
+    session.reduce_counts(evaluation)
+    summary = session.step(lambda: evaluation.summarize(options.fars, options.far_rule))
+    return report_from_summary(summary, options.far_rule, setup["pairs"]), summary
+
+
+def _counted(fn, options, session, prepare, create):
+    """The steps every evaluation takes up to its counts: prepare the inputs (and
+    agree across ranks), create the evaluator (genuine levels), share the levels,
+    count. Returns (evaluation, setup, session)."""
+    infos = session.step(prepare, gather=True)
+    setup = infos[session.rank]
+    evaluation = session.step(lambda: create(setup, infos))
+    session.share_levels(evaluation)
+    session.step(lambda: _count(evaluation, options, session, setup["total_pairs"],
+                                setup["pairs_in_rows"]))
+    return evaluation, setup, session
+
+
+def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device, group):
+    """Every (query, gallery) pair, counted (see finish)."""
+    session = _distributed.session(fn, group, device)
+    same_set = same_set_code(fn, same_set)
+    held = {}
+
+    def prepare():
+        setup = _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g,
+                                   same_set, device, group is not None)
+        held.update(setup.pop("arrays"))
+        return setup
+
+    def create(setup, infos):
+        row_offset = session.row_offset(infos, setup) if same_set else 0
+        if same_set:
+            _check_shard_labels(fn, held, row_offset)
+        n_query, n_gallery = setup["n_query"], setup["n_gallery"]
+        total_rows = sum(info["n_query"] for info in infos)
+        setup["total_pairs"] = (total_rows * (total_rows - 1) // (1 if same_set == 2 else 2)
+                                if same_set else sum(info["n_query"] * info["n_gallery"]
+                                                     for info in infos))
+        setup["pairs_in_rows"] = lambda b, e: _pairs_in_rows(b, e, row_offset, n_gallery,
+                                                             same_set)
+        setup["pairs"] = PAIRS_NAMES[same_set]
+        config = _config(fn, options.mode, same_set, options.similarity, options.bins,
+                         options.range, row_offset)
+        args = [_ffi.describe(ffi, fn, "labels_q", held["codes_q"]),
+                _ffi.describe(ffi, fn, "labels_g", held["codes_g"])]
+        args += [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
+                 for name in ("score", "feat_q", "feat_g")]
+        handle = ffi.new("roc_eval **")
+        _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, args[0], args[1],
+                                                 setup["n_codes"], *args[2:],
+                                                 _ffi.cuda_stream(ffi, held["codes_q"])))
+        return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
+                          setup["device"])
+
+    return _counted(fn, options, session, prepare, create)
+
+
+def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device,
+                       grouped):
     if (score is None) == (feat_q is None):
         raise ValueError("%s: give either score=, or feat_q= (and feat_g=)" % fn)
-    if score is not None and (feat_g is not None):
+    if score is not None and feat_g is not None:
         raise ValueError("%s: give either score=, or feat_q= and feat_g=, not both" % fn)
-    if same_set:
+    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
+        if x is not None:
+            require_array(fn, name, x)
+    if same_set and not grouped:
+        # one process: the queries are the whole set
         if score is not None and (len(score.shape) != 2 or score.shape[0] != score.shape[1]):
             raise ValueError("%s: same_set needs one set: score must be square, got shape %s"
                              % (fn, tuple(score.shape)))
-        if labels_g is not None and labels_g is not labels_q:
-            if not np.array_equal(np.asarray(_as_host(labels_g)), np.asarray(_as_host(labels_q))):
-                raise ValueError("%s: same_set=True means one set: labels_g must be labels_q "
-                                 "(or None)" % fn)
+        if feat_g is not None and feat_g is not feat_q:
+            raise ValueError("%s: same_set=True means one set: feat_g must be feat_q (or None)"
+                             % fn)
+        if labels_g is not None and labels_g is not labels_q and not np.array_equal(
+                _host_labels(labels_g), _host_labels(labels_q)):
+            raise ValueError("%s: same_set=True means one set: labels_g must be labels_q "
+                             "(or None)" % fn)
         labels_g = labels_q
-        if feat_q is not None:
-            if feat_g is not None and feat_g is not feat_q:
-                raise ValueError("%s: same_set=True means one set: feat_g must be feat_q "
-                                 "(or None)" % fn)
+    if same_set:
+        if labels_g is None:
+            labels_g = labels_q
+        if feat_q is not None and feat_g is None:
             feat_g = feat_q
     elif labels_g is None:
         raise ValueError("%s: labels_g is required unless same_set=True" % fn)
     elif feat_q is not None and feat_g is None:
         raise ValueError("%s: feat_g is required with feat_q unless same_set=True" % fn)
-
-    if device is None:
-        device = _device_of(score, feat_q, feat_g, labels_q, labels_g)
-        device = str(device) if device is not None else "cpu"
-    device = str(device)
-    if device.startswith("cuda") and not (_ffi.torch is not None and
-                                          _ffi.torch.cuda.is_available()):
-        raise RuntimeError("%s: device %r asked for, but torch sees no CUDA device" % (fn, device))
-    score, feat_q, feat_g = (_to_device(x, device) for x in (score, feat_q, feat_g))
-    labels_q, labels_g = (_to_device(x, device) if _ffi.is_tensor(x) or device != "cpu" else x
-                          for x in (labels_q, labels_g))
-    if same_set:
-        feat_g = feat_q if feat_q is not None else None
-    if score is not None:
-        shape = tuple(score.shape)
-        n_query = shape[0] if len(shape) == 2 else None
-        n_gallery = shape[1] if len(shape) == 2 else None
-    else:
-        n_query = feat_q.shape[0] if len(feat_q.shape) == 2 else None
-        n_gallery = feat_g.shape[0] if len(feat_g.shape) == 2 else None
-    codes_q, codes_g, n_codes = _label_codes(fn, labels_q, labels_g, n_query, n_gallery)
-    if device != "cpu" and isinstance(codes_q, np.ndarray):
-        codes_q, codes_g = _to_device(codes_q, device), _to_device(codes_g, device)
-    return device, score, feat_q, feat_g, codes_q, codes_g, n_codes
+    device = parse_device(fn, device, score, feat_q, feat_g, labels_q, labels_g)
+    same_features = feat_g is feat_q
+    score, feat_q = to_device(score, device), to_device(feat_q, device)
+    feat_g = feat_q if same_features else to_device(feat_g, device)
+    shape = tuple((score if score is not None else feat_q).shape)
+    if len(shape) != 2:
+        raise ValueError("%s: %s must be 2-D, got shape %s"
+                         % (fn, "score" if score is not None else "feat_q", shape))
+    n_query = shape[0]
+    n_gallery = score.shape[1] if score is not None else (
+        feat_g.shape[0] if len(feat_g.shape) == 2 else None)
+    if feat_g is not None and len(feat_g.shape) != 2:
+        raise ValueError("%s: feat_g must be 2-D, got shape %s" % (fn, tuple(feat_g.shape)))
+    codes_q, codes_g, n_codes = label_codes(fn, labels_q, labels_g, n_query, n_gallery, device)
+    return {"n_query": n_query, "n_gallery": n_gallery, "n_codes": n_codes, "device": device,
+            "dim": feat_q.shape[1] if feat_q is not None else None,
+            "source": "score" if score is not None else "features",
+            "score_dtype": str(getattr(score if score is not None else feat_q, "dtype", "")),
+            "options": options.signature(), "same_set": same_set,
+            "arrays": {"codes_q": codes_q, "codes_g": codes_g, "score": score,
+                       "feat_q": feat_q, "feat_g": feat_g}}
 
 
-def _as_host(x):
-    return x.detach().cpu().numpy() if _ffi.is_tensor(x) else x
+def _host_labels(labels):
+    return labels.detach().cpu().numpy() if _ffi.is_tensor(labels) else np.asarray(labels)
 
 
-def _choice(fn, name, value, options):
-    if value not in options:
-        raise ValueError("%s: %s must be one of %s, got %r" % (fn, name, ", ".join(
-            repr(o) for o in options), value))
-    return options[value]
+def _check_shard_labels(fn, held, row_offset):
+    """One set in shards: this rank's queries must be rows row_offset.. of the set."""
+    codes_q, codes_g = held["codes_q"], held["codes_g"]
+    rows = codes_g[row_offset:row_offset + codes_q.shape[0]]
+    equal = bool((rows == codes_q).all()) if not isinstance(rows, np.ndarray) \
+        else bool(np.array_equal(rows, codes_q))
+    if not equal:
+        raise ValueError("%s: same_set: labels_q are not rows %d..%d of the set's labels "
+                         "(each rank passes consecutive rows, in rank order, and the whole set)"
+                         % (fn, row_offset, row_offset + codes_q.shape[0] - 1))
 
 
-# ---------------------------------------------------------------------------
-# running the evaluator
-
-def _array(pointer, n, dtype):
-    if n == 0 or pointer == ffi.NULL:
-        return np.zeros(0, dtype)
-    ctype = {np.float64: "double", np.uint64: "uint64_t"}[dtype]
-    return np.frombuffer(ffi.buffer(ffi.cast(ctype + " *", pointer), n * 8), dtype=dtype).copy()
-
-
-def _run(fn, mode, labels_q, labels_g, score, feat_q, feat_g, same_set, similarity, bins,
-         bin_range, fars, far_rule, device, chunk, progress):
-    device, score, feat_q, feat_g, codes_q, codes_g, n_codes = _prepare(
-        fn, labels_q, labels_g, score, feat_q, feat_g, same_set, device)
-    config = ffi.new("roc_eval_config *")
-    config.caller = fn.encode()[:31]
-    config.mode = mode
-    config.same_set = int(bool(same_set))
-    config.similarity = _choice(fn, "similarity", similarity, SIMILARITIES)
-    config.bins = int(bins)
-    config.range_lo, config.range_hi = (float(v) for v in bin_range)
-    args = [_ffi.describe(ffi, fn, "labels_q", codes_q), _ffi.describe(ffi, fn, "labels_g", codes_g)]
-    args += [_ffi.describe(ffi, fn, name, x) if x is not None else ffi.NULL
-             for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g))]
-    stream = _ffi.cuda_stream(ffi, codes_q)
-    handle = ffi.new("roc_eval **")
-    _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, args[0], args[1], n_codes, *args[2:],
-                                             stream))
-    evaluator = ffi.gc(handle[0], lib.roc_eval_free)
-
-    n_query, n_gallery = int(codes_q.shape[0]), int(codes_g.shape[0])
-    if chunk is None:
-        chunk = DEFAULT_CHUNK[("cuda" if device.startswith("cuda") else "cpu",
-                               "curve" if mode == lib.ROC_MODE_CURVE else "pass")]
-    if int(chunk) < 1:
-        raise ValueError("%s: chunk must be a positive number of pairs, got %r" % (fn, chunk))
-    rows = max(1, int(chunk) // max(n_gallery, 1))
-    total = n_query * (n_query - 1) // 2 if same_set else n_query * n_gallery
-    done = 0
-    for row in range(0, n_query, rows):
-        end = min(row + rows, n_query)
-        _ffi.check(ffi, lib, lib.roc_eval_add_rows(evaluator, row, end))
-        done += _pairs_in_rows(row, end, n_query, n_gallery, same_set)
-        if progress is not None:
-            progress(done, total)
-
-    fars = [float(f) for f in fars]
-    far_array = ffi.new("double[]", fars) if fars else ffi.NULL
-    out = ffi.new("roc_summary **")
-    _ffi.check(ffi, lib, lib.roc_eval_summarize(
-        evaluator, far_array, len(fars), _choice(fn, "far_rule", far_rule, FAR_RULES), out))
-    summary = ffi.gc(out[0], lib.roc_summary_free)
-    return summary
-
-
-def _pairs_in_rows(begin, end, n_query, n_gallery, same_set):
+def _pairs_in_rows(begin, end, row_offset, n_gallery, same_set):
     if not same_set:
         return (end - begin) * n_gallery
-    # rows i in [begin, end) hold n_query - 1 - i pairs each
-    return sum(n_query - 1 - i for i in (begin, end - 1)) * (end - begin) // 2
+    if same_set == 2:
+        return (end - begin) * (n_gallery - 1)
+    # set row i holds n_gallery - 1 - i pairs
+    first, last = row_offset + begin, row_offset + end - 1
+    return sum(n_gallery - 1 - i for i in (first, last)) * (end - begin) // 2 if end > begin else 0
 
 
-def _report(summary, far_rule):
-    s = summary
-    n = s.n_points
-    mode = {lib.ROC_MODE_EXACT: "exact", lib.ROC_MODE_BINNED: "binned",
-            lib.ROC_MODE_CURVE: "curve"}[s.mode]
-    tar_at_far = [TarAtFar(float(s.far[i]), float(s.tar[i]), float(s.far_threshold[i]),
-                           int(s.far_false_accepts[i])) for i in range(s.n_fars)]
-    if mode == "exact":
-        U = s.n_levels
-        counts = {"genuine_scores": _array(s.level_scores, U, np.float64),
-                  "genuine": _array(s.genuine_counts, U, np.uint64),
-                  "impostor_at": _array(s.impostor_counts, U, np.uint64),
-                  "impostor_between": _array(s.impostor_between, U + 1, np.uint64),
-                  "impostor_between_min": _array(s.impostor_between_min, U + 1, np.float64)}
-    elif mode == "binned":
-        B = s.n_levels
-        counts = {"edges": _array(s.level_scores, B + 1, np.float64),
-                  "genuine": _array(s.genuine_counts, B, np.uint64),
-                  "impostor": _array(s.impostor_counts, B, np.uint64),
-                  "genuine_below": int(s.genuine_below), "genuine_above": int(s.genuine_above),
-                  "impostor_below": int(s.impostor_below),
-                  "impostor_above": int(s.impostor_above)}
-    else:
-        counts = {}
-    return RocReport(
-        mode=mode, far_rule=far_rule,
-        fpr=_array(s.fpr, n, np.float64), tpr=_array(s.tpr, n, np.float64),
-        thresholds=_array(s.thresholds, n, np.float64),
-        false_accepts=_array(s.false_accepts, n, np.uint64),
-        true_accepts=_array(s.true_accepts, n, np.uint64),
-        auc=float(s.auc), eer=float(s.eer), eer_threshold=float(s.eer_threshold),
-        tar_at_far=tar_at_far, n_genuine=int(s.n_genuine), n_impostor=int(s.n_impostor),
-        n_nan=int(s.n_nan), counts=counts, device_bytes_peak=int(s.device_bytes_peak))
+def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device, group):
+    """A list of pairs, counted (see finish)."""
+    session = _distributed.session(fn, group, device)
+    held = {}
+
+    def prepare():
+        setup = _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a,
+                                   index_b, device)
+        held.update(setup.pop("arrays"))
+        return setup
+
+    def create(setup, infos):
+        n = setup["n_pairs"]
+        setup["total_pairs"] = sum(info["n_pairs"] for info in infos)
+        setup["pairs_in_rows"] = lambda b, e: e - b
+        setup["pairs"] = "list"
+        config = _config(fn, options.mode, 0, options.similarity, options.bins, options.range)
+        args = [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
+                for name in ("genuine", "score", "feat_a", "feat_b", "index_a", "index_b")]
+        handle = ffi.new("roc_eval **")
+        _ffi.check(ffi, lib, lib.roc_eval_create_pairs(handle, config, *args,
+                                                       _ffi.cuda_stream(ffi, held["genuine"])))
+        return Evaluation(fn, handle[0], (dict(held), args), n, 1, setup["device"])
+
+    return _counted(fn, options, session, prepare, create)
+
+
+def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device):
+    features = (feat_a, feat_b, index_a, index_b)
+    if (score is None) == all(x is None for x in features) or \
+            (score is None and any(x is None for x in features)):
+        raise ValueError("%s: give either score=, or feat_a=, feat_b=, index_a= and index_b="
+                         % fn)
+    for name, x in (("genuine", genuine), ("score", score), ("feat_a", feat_a),
+                    ("feat_b", feat_b), ("index_a", index_a), ("index_b", index_b)):
+        if x is not None or name == "genuine":
+            require_array(fn, name, x)
+    device = parse_device(fn, device, score, feat_a, genuine)
+    same_features = feat_b is feat_a
+    arrays = {"genuine": to_device(genuine, device), "score": to_device(score, device),
+              "feat_a": to_device(feat_a, device), "index_a": to_device(index_a, device),
+              "index_b": to_device(index_b, device)}
+    arrays["feat_b"] = arrays["feat_a"] if same_features else to_device(feat_b, device)
+    shape = tuple(arrays["genuine"].shape)
+    if len(shape) != 1:
+        raise ValueError("%s: genuine must be 1-D (N,), got shape %s" % (fn, shape))
+    return {"n_pairs": shape[0], "options": options.signature(), "device": device,
+            "dim": arrays["feat_a"].shape[1] if feat_a is not None and
+            len(arrays["feat_a"].shape) == 2 else None,
+            "source": "score" if score is not None else "features", "arrays": arrays}
 
 
 # ---------------------------------------------------------------------------
@@ -326,43 +382,55 @@ def _report(summary, far_rule):
 
 def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_set=False,
              mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
-             far_rule="max_tpr", device=None, chunk=None, similarity="cosine", progress=None):
+             far_rule="max_tpr", device=None, chunk=None, similarity="cosine", progress=None,
+             group=None):
     """ROC of every (query, gallery) pair, its AUC, EER and TAR@FAR.
 
-    labels_q (Q,), labels_g (G,)   int or float labels (tensors or NumPy arrays);
+    labels_q (Q,), labels_g (G,)   int or float labels (any arrays: torch, NumPy...);
                                    pair (i, j) is genuine when they are equal
     score (Q, G) float32           a score matrix, or
     feat_q (Q, D), feat_g (G, D)   float32 features, scored tile by tile and never
                                    stored: similarity "cosine" (default) or "dot"
-    same_set                       the query set is the gallery: the diagonal is
-                                   dropped and each unordered pair counted once
-                                   (labels_g and feat_g may then be None)
+    same_set                       the query set is the gallery (labels_g and feat_g
+                                   may then be None): True or "unordered" counts each
+                                   unordered pair once, "ordered" twice (IFRT's
+                                   convention); self-pairs never count
     mode                           "exact": the exact curve, AUC, EER and TAR@FAR,
                                    memory O(genuine pairs); "binned": `bins`
                                    uniform bins over `range` (numpy.histogram's
-                                   convention), scores outside counted apart
-    fars, far_rule                 TAR@FAR targets, and the rule: "max_tpr" (the
-                                   largest TPR with FPR <= far), "nearest" (the
-                                   curve point nearest far), "first_above" (the first
-                                   point with FPR >= far), "interpolate" (linear)
+                                   convention), scores outside counted apart;
+                                   "curve": scikit-learn's full curve, memory
+                                   O(distinct scores)
+    fars, far_rule                 TAR@FAR targets (a number or a sequence), and the
+                                   rule: "max_tpr" (the largest TPR with FPR <= far),
+                                   "nearest" (the curve point nearest far),
+                                   "first_above" (the first point with FPR >= far),
+                                   "interpolate" (linear), "nearest_sklearn"
+                                   (InsightFace's IJB rule on scikit-learn's curve)
     device                         where to compute ("cpu", "cuda", "cuda:1"); default:
                                    where the inputs are
     chunk                          pairs per step (bounds the memory of a step)
     progress                       called as progress(pairs_done, pairs_total)
+    group                          a torch.distributed process group (or
+                                   torch.distributed.group.WORLD): this rank's
+                                   queries are its shard (for same_set: consecutive
+                                   rows of the set, in rank order, e.g. from
+                                   shard_rows), the gallery is whole; every rank
+                                   returns the report of all the ranks' pairs
 
     NaN scores are excluded and counted (n_nan); infinities are ordinary extreme
     scores. Returns a RocReport.
     """
-    fn = "evaluate"
-    mode_code = _choice(fn, "mode", mode, MODES)
-    _choice(fn, "far_rule", far_rule, FAR_RULES)
-    summary = _run(fn, mode_code, labels_q, labels_g, score, feat_q, feat_g, same_set,
-                   similarity, bins, range, fars, far_rule, device, chunk, progress)
-    return _report(summary, far_rule)
+    options = Options("evaluate", mode=mode, bins=bins, range=range, fars=fars,
+                      far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
+                      modes=MODES + ("curve",))
+    report, summary = finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q,
+                                       feat_g, same_set, device, group), options)
+    return report
 
 
 def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_set=False,
-              device=None, chunk=None, similarity="cosine", progress=None):
+              device=None, chunk=None, similarity="cosine", progress=None, group=None):
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
     sklearn.metrics.roc_curve(y_true, y_score) on the flattened pairs
     (drop_intermediate=True, thresholds[0] = inf).
@@ -371,11 +439,50 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     with the number of distinct scores (at most one per pair), plus `chunk`
     pairs per step; evaluate() needs memory only for the genuine pairs.
     """
-    summary = _run("roc_curve", lib.ROC_MODE_CURVE, labels_q, labels_g, score, feat_q, feat_g,
-                   same_set, similarity, 1, (-1.0, 1.0), (), "max_tpr", device, chunk, progress)
-    n = summary.n_points
-    return (_array(summary.fpr, n, np.float64), _array(summary.tpr, n, np.float64),
-            _array(summary.thresholds, n, np.float64))
+    options = Options("roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
+                      progress=progress, modes=("curve",))
+    report, summary = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q,
+                                       feat_g, same_set, device, group), options)
+    return curve_arrays(summary)
+
+
+def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
+                   index_b=None, mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
+                   far_rule="max_tpr", device=None, chunk=None, similarity="cosine",
+                   progress=None, group=None):
+    """ROC of a list of N pairs: scikit-learn's (y_true, y_score) form, or the
+    pairs of a verification protocol (IJB-B/C, LFW).
+
+    genuine (N,)                   bool, or integers 1 (genuine) / 0 (impostor)
+    score (N,) float32             the pairs' scores, or
+    feat_a (A, D), feat_b (B, D)   float32 features with index_a (N,) and index_b (N,)
+    index_a, index_b               (int32 or int64): pair t is rows feat_a[index_a[t]]
+                                   and feat_b[index_b[t]], scored as pair_scores
+                                   would (feat_b may be feat_a)
+    the rest                       as evaluate(); with a group, each rank passes its
+                                   own pairs
+
+    Exact mode keeps memory O(genuine pairs) and N may exceed 2^31. Returns a
+    RocReport.
+    """
+    options = Options("evaluate_pairs", mode=mode, bins=bins, range=range, fars=fars,
+                      far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
+                      modes=MODES + ("curve",))
+    report, summary = finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
+                                       index_a, index_b, device, group), options)
+    return report
+
+
+def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
+                    index_b=None, device=None, chunk=None, similarity="cosine", progress=None,
+                    group=None):
+    """(fpr, tpr, thresholds) of a list of pairs, identical to
+    sklearn.metrics.roc_curve(genuine, score). Inputs as evaluate_pairs()."""
+    options = Options("roc_curve_pairs", mode="curve", fars=(), chunk=chunk,
+                      similarity=similarity, progress=progress, modes=("curve",))
+    report, summary = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a,
+                                       feat_b, index_a, index_b, device, group), options)
+    return curve_arrays(summary)
 
 
 def pair_scores(feat_q, feat_g, similarity="cosine"):
@@ -383,14 +490,20 @@ def pair_scores(feat_q, feat_g, similarity="cosine"):
     fp32 dot product (of L2-normalized rows, for cosine) accumulated in index
     order. On the features' device."""
     fn = "pair_scores"
-    code = _choice(fn, "similarity", similarity, SIMILARITIES)
-    shape = (feat_q.shape[0] if len(feat_q.shape) else 0,
-             feat_g.shape[0] if len(feat_g.shape) else 0)
+    choice(fn, "similarity", similarity, SIMILARITIES)
+    require_array(fn, "feat_q", feat_q)
+    require_array(fn, "feat_g", feat_g)
+    for name, x in (("feat_q", feat_q), ("feat_g", feat_g)):
+        if len(x.shape) != 2:
+            raise ValueError("%s: %s must be 2-D (N, D), got shape %s" % (fn, name,
+                                                                         tuple(x.shape)))
+    shape = (feat_q.shape[0], feat_g.shape[0])
     if _ffi.is_tensor(feat_q):
-        out = _torch().empty(shape, dtype=_torch().float32, device=feat_q.device)
+        out = _ffi.torch.empty(shape, dtype=_ffi.torch.float32, device=feat_q.device)
     else:
         out = np.empty(shape, np.float32)
     _ffi.check(ffi, lib, lib.roc_pair_scores(
-        _ffi.describe(ffi, fn, "feat_q", feat_q), _ffi.describe(ffi, fn, "feat_g", feat_g), code,
-        _ffi.describe(ffi, fn, "score", out, writable=True), _ffi.cuda_stream(ffi, feat_q)))
+        _ffi.describe(ffi, fn, "feat_q", feat_q), _ffi.describe(ffi, fn, "feat_g", feat_g),
+        SIMILARITY_CODES[similarity], _ffi.describe(ffi, fn, "score", out, writable=True),
+        _ffi.cuda_stream(ffi, feat_q)))
     return out

@@ -132,7 +132,10 @@ template <typename T, int kN> struct alignas(sizeof(T) * kN) ExtVec {
 template <typename T> constexpr int ext_vec16_width() { return int(16 / sizeof(T)); }
 
 /* True if p is 16-byte aligned. */
-inline bool ext_aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+__host__ __device__ inline bool ext_aligned16(const void *p)
+{
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 /* Multiprocessors of the current device. */
 int ext_sm_count();

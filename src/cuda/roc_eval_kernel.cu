@@ -375,6 +375,119 @@ __global__ void prepare_kernel(const float *x, int64_t n, int64_t dim, const dou
     }
 }
 
+// ----------------------------------------------------------------------------
+// a list of pairs
+
+/* A list of pairs as the kernels read it: flags, and the score or the two
+ * feature rows of each pair (row-major, scaled to unit length for cosine). */
+struct PairList {
+    const void *genuine, *index_a, *index_b;
+    int genuine_dtype, index_dtype;
+    const float *score, *a, *b;
+    int64_t dim, n_a, n_b;
+
+    /* The pair's score: one fmaf chain over k in order, as on the CPU. */
+    __device__ __forceinline__ float score_of(int64_t t) const
+    {
+        if (score)
+            return score[t];
+        const float *ra = a + roc_int_at(index_a, index_dtype, t) * dim;
+        const float *rb = b + roc_int_at(index_b, index_dtype, t) * dim;
+        float s = 0.0f;
+        if (dim % 4 == 0 && ext_aligned16(ra) && ext_aligned16(rb)) {
+            for (int64_t k = 0; k < dim; k += 4) {
+                const float4 x = __ldg(reinterpret_cast<const float4 *>(ra + k));
+                const float4 y = __ldg(reinterpret_cast<const float4 *>(rb + k));
+                s = fmaf(x.x, y.x, s);
+                s = fmaf(x.y, y.y, s);
+                s = fmaf(x.z, y.z, s);
+                s = fmaf(x.w, y.w, s);
+            }
+        } else {
+            for (int64_t k = 0; k < dim; k++)
+                s = fmaf(__ldg(ra + k), __ldg(rb + k), s);
+        }
+        return s;
+    }
+};
+
+/* Flags that are not 0/1 and indices that are not rows (the first position of
+ * each, in bad[0..2]), and counts the genuine pairs (a warp's at once). */
+__global__ void check_list_kernel(const PairList list, int64_t n, unsigned long long *bad,
+                                  unsigned long long *n_genuine)
+{
+    for (int64_t t0 = blockIdx.x * int64_t(blockDim.x); t0 < n;
+         t0 += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = t0 + threadIdx.x;
+        int64_t flag = 0;
+        if (t < n) {
+            flag = roc_int_at(list.genuine, list.genuine_dtype, t);
+            if (flag != 0 && flag != 1)
+                atomicMin(&bad[0], (unsigned long long)t);
+            if (list.index_a) {
+                const int64_t ia = roc_int_at(list.index_a, list.index_dtype, t);
+                const int64_t ib = roc_int_at(list.index_b, list.index_dtype, t);
+                if (ia < 0 || ia >= list.n_a)
+                    atomicMin(&bad[1], (unsigned long long)t);
+                if (ib < 0 || ib >= list.n_b)
+                    atomicMin(&bad[2], (unsigned long long)t);
+            }
+        }
+        const unsigned genuine = __ballot_sync(0xffffffffu, flag == 1);
+        if (threadIdx.x % 32 == 0 && genuine)
+            atomicAdd(n_genuine, (unsigned long long)__popc(genuine));
+    }
+}
+
+/* The keys (NO_KEY for NaN) of the genuine pairs, in any order: a warp takes
+ * its slots at once. */
+__global__ void list_genuine_key_kernel(const PairList list, int64_t n, uint32_t *keys,
+                                        unsigned long long *fill, unsigned long long *n_nan)
+{
+    const int lane = threadIdx.x % 32;
+    for (int64_t t0 = blockIdx.x * int64_t(blockDim.x); t0 < n;
+         t0 += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = t0 + threadIdx.x;
+        const bool genuine = t < n && roc_int_at(list.genuine, list.genuine_dtype, t) == 1;
+        const unsigned mask = __ballot_sync(0xffffffffu, genuine);
+        unsigned long long first = 0;
+        if (lane == 0 && mask)
+            first = atomicAdd(fill, (unsigned long long)__popc(mask));
+        first = __shfl_sync(0xffffffffu, first, 0);
+        if (genuine) {
+            const float s = list.score_of(t);
+            keys[first + __popc(mask & ((1u << lane) - 1))] = isnan(s) ? ROC_NO_KEY
+                                                                        : roc_score_key(s);
+            if (isnan(s))
+                atomicAdd(n_nan, 1ull);
+        }
+    }
+}
+
+/* Counts pairs [begin, begin + p.n_gallery) of a list scored from features. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    list_pass_kernel(const PairList list, int64_t begin, const PassParams p)
+{
+    extern __shared__ uint32_t shared[];
+    Counter<kMode> counter(p, shared);
+    counter.begin_block();
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < p.n_gallery;
+         t += int64_t(gridDim.x) * blockDim.x)
+        counter.pair(0, t, list.score_of(begin + t));
+    counter.end_block();
+}
+
+/* Cosine for a list: out = x scaled to unit length, row-major, with the same
+ * IEEE operations as prepare_kernel (and the CPU). */
+__global__ void scale_rows_kernel(const float *x, int64_t n, int64_t dim, const double *inverse,
+                                  float *out)
+{
+    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * dim;
+         e += int64_t(gridDim.x) * blockDim.x)
+        out[e] = float(__dmul_rn(double(x[e]), inverse[e / dim]));
+}
+
 unsigned grid_for(int64_t n, int threads = kThreads)
 {
     return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads,
@@ -454,12 +567,16 @@ struct roc_eval_cuda {
     /* pairs, NaN pairs */
     Buffer<unsigned long long> totals;
     int pass_blocks = 0;
+    /* a list of pairs, and its features scaled for cosine */
+    PairList list{};
+    Buffer<float> scaled_a, scaled_b;
 
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), prepared_q(arena),
           prepared_g(arena), levels(arena), lut(arena), gap_min(arena), top_key(arena),
           block_top_key(arena), at(arena), gap(arena), top_count(arena), block_top_count(arena),
-          edges(arena), bins(arena), acc_keys(arena), acc_counts(arena), totals(arena)
+          edges(arena), bins(arena), acc_keys(arena), acc_counts(arena), totals(arena),
+          scaled_a(arena), scaled_b(arena)
     {
     }
 };
@@ -468,8 +585,12 @@ namespace {
 
 /* Finds the genuine pairs and their keys; leaves the distinct levels in
  * `genuine` (host arrays). */
+cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n_pairs,
+                             Buffer<unsigned long long> &nan, roc_genuine_levels *genuine,
+                             roc_totals *totals);
+
 cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals,
-                         int *bad_code)
+                         roc_bad_input *bad_input)
 {
     const roc_source &s = ev->src;
     ExtDeviceArena &arena = ev->arena;
@@ -514,13 +635,16 @@ cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_tot
                                              stream);
     }));
     int64_t n_pairs = 0;
+    int bad_code = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.get() + Q, sizeof n_pairs,
                                  cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(bad_code, bad.get(), sizeof(int), cudaMemcpyDeviceToHost,
+    EXT_CUDA_TRY(cudaMemcpyAsync(&bad_code, bad.get(), sizeof(int), cudaMemcpyDeviceToHost,
                                  stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (*bad_code)
+    if (bad_code) {
+        *bad_input = roc_bad_input{ROC_BAD_CODE, -1};
         return cudaSuccess;
+    }
 
     Buffer<uint32_t> keys(arena);
     Buffer<unsigned long long> nan(arena);
@@ -533,6 +657,53 @@ cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_tot
     for (Buffer<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
         a->release();
     sorted_codes.release();
+    return levels_from_keys(ev, keys, n_pairs, nan, genuine, totals);
+}
+
+/* The genuine pairs of a list and their keys, after checking the list. */
+cudaError_t find_list_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals,
+                              roc_bad_input *bad_input)
+{
+    ExtDeviceArena &arena = ev->arena;
+    cudaStream_t stream = arena.stream();
+    const int64_t N = ev->src.n_query;
+    /* bad[0..2]: first bad flag, index_a, index_b; [3]: genuine pairs; [4]: filled; [5]: NaN */
+    Buffer<unsigned long long> tally(arena);
+    EXT_CUDA_TRY(tally.allocate(6));
+    EXT_CUDA_TRY(cudaMemsetAsync(tally.get(), 0xff, 3 * sizeof(unsigned long long), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(tally.get() + 3, 0, 3 * sizeof(unsigned long long), stream));
+    check_list_kernel<<<grid_for(N), kThreads, 0, stream>>>(ev->list, N, tally.get(),
+                                                            tally.get() + 3);
+    EXT_CUDA_TRY(cudaGetLastError());
+    unsigned long long host[4];
+    EXT_CUDA_TRY(cudaMemcpyAsync(host, tally.get(), sizeof host, cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    static const int kinds[3] = {ROC_BAD_GENUINE, ROC_BAD_INDEX_A, ROC_BAD_INDEX_B};
+    for (int k = 0; k < 3; k++)
+        if (host[k] != ~0ull) {
+            *bad_input = roc_bad_input{kinds[k], int64_t(host[k])};
+            return cudaSuccess;
+        }
+    const int64_t n_pairs = int64_t(host[3]);
+    Buffer<uint32_t> keys(arena);
+    Buffer<unsigned long long> nan(arena);
+    EXT_CUDA_TRY(keys.allocate(n_pairs));
+    EXT_CUDA_TRY(nan.allocate(1));
+    EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
+    list_genuine_key_kernel<<<grid_for(N), kThreads, 0, stream>>>(ev->list, N, keys.get(),
+                                                                  tally.get() + 4, nan.get());
+    EXT_CUDA_TRY(cudaGetLastError());
+    return levels_from_keys(ev, keys, n_pairs, nan, genuine, totals);
+}
+
+/* The distinct genuine levels of n_pairs genuine keys (NaN pairs: NO_KEY, nan
+ * of them), on the host. */
+cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n_pairs,
+                             Buffer<unsigned long long> &nan, roc_genuine_levels *genuine,
+                             roc_totals *totals)
+{
+    ExtDeviceArena &arena = ev->arena;
+    cudaStream_t stream = arena.stream();
     Buffer<uint32_t> sorted_keys(arena);
     EXT_CUDA_TRY(sorted_keys.allocate(n_pairs));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
@@ -620,14 +791,20 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     return p;
 }
 
-/* Launches one pass over rows [row_begin, row_end) with a persistent grid. */
-template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p)
+/* Launches one pass with a persistent grid: over rows [p.row_begin,
+ * p.row_end) of the score matrix or the features, or over pairs [begin, begin
+ * + p.n_gallery) of a list (one "row" of p.n_gallery pairs). */
+template <int kMode>
+cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin)
 {
-    const bool features = ev->src.score == nullptr;
+    const roc_source &s = ev->src;
+    const bool features = !s.list && s.score == nullptr;
+    const bool listed = s.list && s.score == nullptr;
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p) + (features ? sizeof(FeatureTile::Shared) : 0);
     const int threads = features ? FeatureTile::kThreads : kThreads;
     const void *func = features ? reinterpret_cast<const void *>(feature_pass_kernel<kMode>)
+                       : listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
                                 : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
     /* set even below 48 KB: the kernels' static shared memory counts too */
     EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -637,8 +814,11 @@ template <int kMode> cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * std::max(per_sm, 1));
     if (features)
         feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->op, p);
+    else if (listed)
+        list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
     else
-        score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->src.score, p);
+        score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
+            s.list ? s.score + list_begin : s.score, p);
     EXT_CUDA_TRY(cudaGetLastError());
     if (kMode == kExact) {
         merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(),
@@ -713,17 +893,53 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
     return cudaStreamSynchronize(stream);
 }
 
+/* A list's features for its kernels: as they are for dot, scaled to unit
+ * length (row-major) for cosine; one copy when both sides are one array. */
+cudaError_t prepare_list(roc_eval_cuda *ev)
+{
+    const roc_source &s = ev->src;
+    PairList &list = ev->list;
+    list = PairList{s.genuine, s.index_a, s.index_b, s.genuine_dtype, s.index_dtype,
+                    s.score, s.feat_q, s.feat_g, s.dim, s.n_a, s.n_gallery};
+    if (!s.feat_q || s.similarity != ROC_COSINE)
+        return cudaSuccess;
+    ExtDeviceArena &arena = ev->arena;
+    const bool shared = s.feat_q == s.feat_g && s.n_a == s.n_gallery;
+    const int64_t n_rows[2] = {s.n_a, s.n_gallery};
+    const float *rows[2] = {s.feat_q, s.feat_g};
+    Buffer<float> *scaled[2] = {&ev->scaled_a, &ev->scaled_b};
+    for (int side = 0; side < (shared ? 1 : 2); side++) {
+        const int64_t n = n_rows[side];
+        Buffer<double> inverse(arena);
+        EXT_CUDA_TRY(inverse.allocate(n));
+        EXT_CUDA_TRY(scaled[side]->allocate(n * s.dim));
+        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream()>>>(rows[side], n, s.dim,
+                                                                          inverse.get());
+        scale_rows_kernel<<<grid_for(n * s.dim), kThreads, 0, arena.stream()>>>(
+            rows[side], n, s.dim, inverse.get(), scaled[side]->get());
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    list.a = ev->scaled_a.get();
+    list.b = shared ? list.a : ev->scaled_b.get();
+    return cudaSuccess;
+}
+
 cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_levels *genuine,
-                   roc_totals *totals, int *bad_code)
+                   roc_totals *totals, roc_bad_input *bad)
 {
     const roc_source &s = ev->src;
     cudaStream_t stream = ev->arena.stream();
-    if (s.feat_q)
-        EXT_CUDA_TRY(prepare_operands(ev->arena, s.feat_q, s.feat_g, s.n_query, s.n_gallery,
-                                      s.dim, s.similarity, ev->prepared_q, ev->prepared_g,
-                                      ev->op));
-    EXT_CUDA_TRY(find_genuine(ev, genuine, totals, bad_code));
-    if (*bad_code)
+    if (s.list) {
+        EXT_CUDA_TRY(prepare_list(ev));
+        EXT_CUDA_TRY(find_list_genuine(ev, genuine, totals, bad));
+    } else {
+        if (s.feat_q)
+            EXT_CUDA_TRY(prepare_operands(ev->arena, s.feat_q, s.feat_g, s.n_query, s.n_gallery,
+                                          s.dim, s.similarity, ev->prepared_q, ev->prepared_g,
+                                          ev->op));
+        EXT_CUDA_TRY(find_genuine(ev, genuine, totals, bad));
+    }
+    if (bad->kind)
         return cudaSuccess;
     EXT_CUDA_TRY(ev->totals.allocate(2));
     ev->pass_blocks = ext_sm_count() * 8;
@@ -788,10 +1004,10 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
 
 extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
                                     const roc_counts *counts, roc_genuine_levels *genuine,
-                                    roc_totals *totals, int *bad_code)
+                                    roc_totals *totals, roc_bad_input *bad)
 {
     *out = nullptr;
-    *bad_code = 0;
+    *bad = roc_bad_input{ROC_BAD_NONE, -1};
     ExtDeviceGuard guard(src->device);
     EXT_CUDA_TRY(guard.error());
     roc_eval_cuda *ev = new (std::nothrow) roc_eval_cuda(*src);
@@ -799,8 +1015,8 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
         return cudaErrorMemoryAllocation;
     cudaError_t err = ev->arena.use_own_pool(src->device);
     if (err == cudaSuccess)
-        err = create(ev, counts, genuine, totals, bad_code);
-    if (err != cudaSuccess || *bad_code) {
+        err = create(ev, counts, genuine, totals, bad);
+    if (err != cudaSuccess || bad->kind) {
         roc_eval_cuda_free(ev);
         return err;
     }
@@ -822,19 +1038,26 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     (void)counts; /* counted on the device; roc_eval_cuda_fetch copies them */
     ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
+    /* a list's pairs [row_begin, row_end) are one row of a pass */
+    const bool list = ev->src.list;
+    const int64_t n = list ? row_end - row_begin : (row_end - row_begin) * ev->src.n_gallery;
+    Buffer<uint32_t> keys(ev->arena);
     if (ev->src.mode == kCurve) {
-        const int64_t n = (row_end - row_begin) * ev->src.n_gallery;
-        Buffer<uint32_t> keys(ev->arena);
         EXT_CUDA_TRY(keys.allocate(n));
         EXT_CUDA_TRY(cudaMemsetAsync(keys.get(), 0, n * sizeof(uint32_t),
                                      ev->arena.stream())); /* NO_KEY */
-        EXT_CUDA_TRY(launch_pass<kCurve>(ev, pass_params(ev, row_begin, row_end, keys.get())));
+    }
+    PassParams p = list ? pass_params(ev, 0, 1, keys.get())
+                        : pass_params(ev, row_begin, row_end, keys.get());
+    if (list)
+        p.n_gallery = n;
+    if (ev->src.mode == kCurve) {
+        EXT_CUDA_TRY(launch_pass<kCurve>(ev, p, row_begin));
         return merge_keys(ev, keys, n);
     }
-    const PassParams p = pass_params(ev, row_begin, row_end, nullptr);
     if (ev->src.mode == kExact)
-        return launch_pass<kExact>(ev, p);
-    return launch_pass<kBinned>(ev, p);
+        return launch_pass<kExact>(ev, p, row_begin);
+    return launch_pass<kBinned>(ev, p, row_begin);
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)

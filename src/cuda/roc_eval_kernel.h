@@ -19,7 +19,7 @@ typedef struct roc_eval_cuda roc_eval_cuda;
 int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src, const roc_counts *counts,
                          roc_genuine_levels *genuine /* OUT: host arrays */,
                          roc_totals *totals /* OUT: the genuine totals */,
-                         int *bad_code /* OUT: 1 if a code is outside [0, n_codes) */);
+                         roc_bad_input *bad /* OUT */);
 int roc_eval_cuda_set_levels(roc_eval_cuda *backend, const roc_genuine_levels *levels,
                              const roc_level_index *index);
 int roc_eval_cuda_add_rows(roc_eval_cuda *backend, roc_counts *counts, int64_t begin,

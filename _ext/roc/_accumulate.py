@@ -1,0 +1,148 @@
+"""RocAccumulator: one ROC from batches that arrive one at a time (a training
+loop, a data loader), equal to the one-shot evaluation of all of them.
+
+Binned mode counts each batch as it comes and keeps only the bins and the
+genuine scores: memory O(bins + genuine pairs). Exact mode cannot count a
+batch before it knows every genuine score (an impostor's place on the curve
+depends on genuine scores still to come, and no summary smaller than the
+impostor scores themselves can answer that later), so it keeps the batches'
+inputs, the query features (Q x D, not the Q x G scores) or the pairs' scores,
+and evaluates them in one pass at compute(): memory O(inputs + genuine pairs).
+"""
+
+import numpy as np
+
+from .. import _ffi
+from . import _distributed
+from ._evaluate import Options, all_pairs, counts_only, finish, pair_list
+from ._inputs import DEFAULT_FARS, require_array
+
+FN = "RocAccumulator"
+
+
+def _copy(x):
+    """A private copy of a batch, on its device (the caller may reuse its buffers)."""
+    if _ffi.is_tensor(x):
+        return x.detach().clone()
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True)
+    return _ffi.torch.from_dlpack(x).clone()
+
+
+def _concat(parts):
+    if _ffi.is_tensor(parts[0]):
+        return _ffi.torch.cat([p.to(parts[0].device) for p in parts])
+    return np.concatenate([np.asarray(p) for p in parts])
+
+
+class RocAccumulator:
+    """Accumulates batches into one ROC.
+
+    RocAccumulator(labels_g, feat_g, ...)   query batches against a fixed gallery:
+                                            update(labels_q, feat_q)
+    RocAccumulator(...)                     batches of a list of pairs:
+                                            update(genuine, score)
+
+    compute() returns the RocReport that evaluate() (or evaluate_pairs()) gives
+    on all the batches at once; options as there (mode, bins, range, fars,
+    far_rule, device, similarity). With group=, every rank streams its own
+    batches and compute() reduces across the ranks (collective: every rank
+    calls it). reset() forgets the batches.
+    """
+
+    def __init__(self, labels_g=None, feat_g=None, *, mode="exact", bins=1024,
+                 range=(-1.0, 1.0), fars=DEFAULT_FARS, far_rule="max_tpr", device=None,
+                 similarity="cosine", group=None):
+        self.options = Options(FN, mode=mode, bins=bins, range=range, fars=fars,
+                               far_rule=far_rule, similarity=similarity)
+        if (labels_g is None) != (feat_g is None):
+            raise ValueError("%s: give labels_g and feat_g (a gallery), or neither (pairs)" % FN)
+        self.gallery = None
+        if feat_g is not None:
+            self.gallery = (require_array(FN, "labels_g", labels_g),
+                            require_array(FN, "feat_g", feat_g))
+        self.device = device
+        self.group = group
+        self.reset()
+
+    def reset(self):
+        self.batches = []
+        self.bins = None        # binned: bins + below + above, NaN-inclusive totals
+        self.levels = None      # binned: the genuine levels so far
+
+    def update(self, a, b):
+        """Adds a batch: (labels_q, feat_q) against the gallery, or (genuine,
+        score) of a list of pairs."""
+        if self.gallery is not None:
+            require_array(FN, "feat_q", b)
+        else:
+            require_array(FN, "genuine", a)
+            require_array(FN, "score", b)
+        if self.options.mode == "exact":
+            self.batches.append((_copy(a), _copy(b)))
+            return
+        counted = self._count(a, b, None)
+        evaluation = counted[0]
+        counts = evaluation.counts()
+        batch = np.concatenate([counts["bins"], counts["below"], counts["above"],
+                                counts["totals"][:2]])
+        self.bins = batch if self.bins is None else self.bins + batch
+        keys, genuine, n_nan = evaluation.levels()
+        self.levels = _merge_levels(self.levels, (keys, genuine, n_nan))
+
+    def _count(self, a, b, group):
+        if self.gallery is not None:
+            labels_g, feat_g = self.gallery
+            return all_pairs(FN, self.options, a, labels_g, None, b, feat_g, False,
+                             self.device, group)
+        return pair_list(FN, self.options, a, b, None, None, None, None, self.device, group)
+
+    def compute(self):
+        """The RocReport of every batch so far (with a group: of every rank's)."""
+        if self.options.mode == "exact":
+            if not self.batches and self.group is None:
+                raise ValueError("%s: compute() before any update()" % FN)
+            parts = self.batches or [self._empty_batch()]
+            a = _concat([p[0] for p in parts])
+            b = _concat([p[1] for p in parts])
+            return finish(self._count(a, b, self.group), self.options)[0]
+        return self._compute_binned()
+
+    def _empty_batch(self):
+        """A rank with no batches still takes part in the group's evaluation."""
+        labels_g, feat_g = self.gallery if self.gallery is not None else (None, None)
+        if feat_g is not None:
+            return (labels_g[:0], feat_g[:0])
+        return (np.zeros(0, np.bool_), np.zeros(0, np.float32))
+
+    def _compute_binned(self):
+        if self.bins is None and self.group is None:
+            raise ValueError("%s: compute() before any update()" % FN)
+        options = self.options
+        session = _distributed.session(FN, self.group)
+        evaluation = counts_only(FN, "binned", options.bins, options.range)
+        keys, genuine, n_nan = self.levels or (np.zeros(0, np.uint32), np.zeros(0, np.uint64), 0)
+        evaluation.set_levels(keys, genuine, n_nan)
+        session.share_levels(evaluation)
+        counts = evaluation.counts()
+        if self.bins is not None:
+            n = options.bins
+            counts["bins"][:] = self.bins[:n]
+            counts["below"][0], counts["above"][0] = self.bins[n], self.bins[n + 1]
+            counts["totals"][:2] = self.bins[n + 2:]
+        setup = {"pairs": "all" if self.gallery is not None else "list"}
+        return finish((evaluation, setup, session), options)[0]
+
+
+def _merge_levels(old, new):
+    """Levels (keys, counts, NaN count) of two sets of genuine pairs together."""
+    if old is None:
+        return new
+    keys = np.concatenate([old[0], new[0]])
+    counts = np.concatenate([old[1], new[1]])
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    if keys.size == 0:
+        return keys, counts, old[2] + new[2]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[starts], np.add.reduceat(counts, starts), old[2] + new[2]

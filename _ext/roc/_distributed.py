@@ -1,0 +1,263 @@
+"""Evaluation across processes through torch.distributed (NCCL between GPUs,
+gloo between CPUs), for evaluate(..., group=...) and its siblings.
+
+Each rank counts its own pairs; what crosses the network does not grow with
+the number of pairs:
+
+  1. one small object per rank after each local step (all_gather_object): the
+     step's outcome (a failure there is raised on every rank, naming the rank)
+     and, first, what the ranks must agree on (options, feature dimension,
+     gallery size)
+  2. the genuine levels: every rank's distinct genuine scores and counts
+     (all_gather, 16 bytes a level and rank), merged the same way everywhere
+  3. the counts: one all_reduce SUM of the int64 counters (2 U + 3 for exact
+     mode, bins + 4 binned), MIN of the U + 1 gap minima, MAX of the top score
+     and SUM of its count; the curve mode gathers its distinct scores instead
+
+Every rank then summarizes the same counts: the same report, count for count,
+as one process over all the pairs.
+"""
+
+import numpy as np
+
+from .. import _ffi
+
+
+def _dist():
+    torch = _ffi.torch
+    if torch is None or not torch.distributed.is_available():
+        return None
+    return torch.distributed
+
+
+def session(fn, group, device=None):
+    """The steps of one evaluation: local (group None) or across `group`."""
+    if group is None:
+        return LocalSession(fn)
+    return GroupSession(fn, group)
+
+
+def shard_rows(n_rows, group=None, same_set=False):
+    """This rank's rows (start, stop) of n_rows rows split over `group` (None:
+    the default group), consecutive in rank order and balanced by pairs: for
+    same_set=True (or "unordered"), row i of the set pairs with the n_rows - 1 - i
+    rows after it, so earlier ranks take fewer rows."""
+    from ._inputs import positive_int, same_set_code
+    fn = "shard_rows"
+    if n_rows != 0:
+        n_rows = positive_int(fn, "n_rows", n_rows)
+    code = same_set_code(fn, same_set)
+    dist = _require_dist(fn)
+    group = _resolve(dist, group)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    return _shard(n_rows, rank, world, code == 1)
+
+
+def _shard(n_rows, rank, world, triangle):
+    def boundary(r):
+        if not triangle:
+            return n_rows * r // world
+        # the first row b with pairs(rows < b) >= r / world of all pairs, where
+        # pairs(rows < b) = b (n - 1) - b (b - 1) / 2
+        total = n_rows * (n_rows - 1) // 2
+        target = total * r / world
+        lo, hi = 0, n_rows
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mid * (n_rows - 1) - mid * (mid - 1) // 2 < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+    return boundary(rank), boundary(rank + 1)
+
+
+def _require_dist(fn):
+    dist = _dist()
+    if dist is None:
+        raise ValueError("%s: group= needs torch.distributed, which this torch lacks" % fn)
+    if not dist.is_initialized():
+        raise ValueError("%s: torch.distributed is not initialised: call "
+                         "torch.distributed.init_process_group() first (torchrun sets up the "
+                         "environment for it)" % fn)
+    return dist
+
+
+def _resolve(dist, group):
+    return dist.group.WORLD if group is None else group
+
+
+class LocalSession:
+    """One process: every step runs here and nothing is exchanged."""
+
+    rank, world_size = 0, 1
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def step(self, work, gather=False):
+        result = work()
+        return [result] if gather else result
+
+    def row_offset(self, infos, setup):
+        if setup["n_query"] != setup["n_gallery"]:
+            raise ValueError("%s: same_set needs one set: %d queries but %d gallery entries "
+                             "(shards of one set need group=)"
+                             % (self.fn, setup["n_query"], setup["n_gallery"]))
+        return 0
+
+    def share_levels(self, evaluation):
+        pass
+
+    def reduce_counts(self, evaluation):
+        pass
+
+
+# what the ranks must agree on, and how to name it
+AGREED = (("options", "the options"), ("source", "the source (score or features)"),
+          ("dim", "the feature dimension D"), ("n_gallery", "the gallery size"),
+          ("same_set", "same_set"), ("score_dtype", "the dtype of score/features"))
+ERRORS = {cls.__name__: cls for cls in (TypeError, ValueError, RuntimeError, MemoryError,
+                                        OSError)}
+
+
+class GroupSession:
+    """The ranks of a torch.distributed group, each with its own pairs."""
+
+    def __init__(self, fn, group):
+        self.fn = fn
+        dist = _require_dist(fn)
+        self.dist = dist
+        self.group = _resolve(dist, group)
+        try:
+            self.rank = dist.get_rank(self.group)
+            self.world_size = dist.get_world_size(self.group)
+        except (RuntimeError, ValueError) as error:
+            raise ValueError("%s: group is not a process group of this process (%s)"
+                             % (fn, error)) from None
+        torch = _ffi.torch
+        self.nccl = dist.get_backend(self.group) == "nccl"
+        self.device = (torch.device("cuda", torch.cuda.current_device()) if self.nccl
+                       else torch.device("cpu"))
+
+    # -- agreement and failures ------------------------------------------------
+
+    def step(self, work, gather=False):
+        """Runs `work` here, then learns every rank's outcome: a failure on any rank
+        is raised on every rank, naming it. With gather, returns every rank's
+        result (small, picklable) in rank order."""
+        error = result = None
+        try:
+            result = work()
+        except tuple(ERRORS.values()) as caught:
+            error = caught
+        outcome = ((type(error).__name__, str(error)) if error is not None else None,
+                   result if gather else None)
+        outcomes = [None] * self.world_size
+        self.dist.all_gather_object(outcomes, outcome, group=self.group)
+        failed = [(rank, status) for rank, (status, _) in enumerate(outcomes) if status]
+        if failed:
+            rank, (kind, message) = failed[0]
+            text = message[len(self.fn) + 2:] if message.startswith(self.fn + ": ") else message
+            more = " (and %d other rank(s))" % (len(failed) - 1) if len(failed) > 1 else ""
+            raise ERRORS.get(kind, RuntimeError)("%s: rank %d%s: %s" % (self.fn, rank, more, text)) \
+                from error
+        if not gather:
+            return result
+        infos = [info for _, info in outcomes]
+        self._agree(infos)
+        return infos
+
+    def _agree(self, infos):
+        for key, what in AGREED:
+            values = [info.get(key) for info in infos]
+            if key == "n_gallery" and "n_pairs" in infos[0]:
+                continue
+            for rank, value in enumerate(values):
+                if value != values[0]:
+                    raise ValueError("%s: the ranks disagree on %s: rank 0 has %r, rank %d has %r"
+                                     % (self.fn, what, values[0], rank, value))
+
+    def row_offset(self, infos, setup):
+        counts = [info["n_query"] for info in infos]
+        if sum(counts) != setup["n_gallery"]:
+            raise ValueError("%s: same_set: the ranks hold %s rows, %d in all, but the set has "
+                             "%d (each rank passes its consecutive rows and the whole set)"
+                             % (self.fn, counts, sum(counts), setup["n_gallery"]))
+        return sum(counts[:self.rank])
+
+    # -- collectives -----------------------------------------------------------
+
+    def _tensor(self, array):
+        torch = _ffi.torch
+        return torch.from_numpy(np.ascontiguousarray(array, np.int64)).to(self.device)
+
+    def _all_reduce(self, array, op):
+        tensor = self._tensor(array)
+        self.dist.all_reduce(tensor, op=op, group=self.group)
+        return tensor.cpu().numpy()
+
+    def _gather(self, arrays):
+        """Every rank's int64 arrays (one length per rank), in rank order."""
+        torch = _ffi.torch
+        n = self._tensor([len(arrays[0])])
+        sizes = [torch.zeros_like(n) for _ in range(self.world_size)]
+        self.dist.all_gather(sizes, n, group=self.group)
+        sizes = [int(s.item()) for s in sizes]
+        width = max(max(sizes), 1)
+        out = []
+        for array in arrays:
+            padded = np.zeros(width, np.int64)
+            padded[:len(array)] = array
+            local = self._tensor(padded)
+            parts = [torch.zeros_like(local) for _ in range(self.world_size)]
+            self.dist.all_gather(parts, local, group=self.group)
+            out.append([p.cpu().numpy()[:size] for p, size in zip(parts, sizes)])
+        return out
+
+    def _merge(self, keys, counts):
+        """Distinct keys (uint32, ascending) and their summed counts (uint64) of
+        every rank's (keys, counts)."""
+        gathered_keys, gathered_counts = self._gather([keys.astype(np.int64),
+                                                       counts.view(np.int64)])
+        keys = np.concatenate(gathered_keys)
+        counts = np.concatenate(gathered_counts).view(np.uint64)
+        if keys.size == 0:
+            return np.zeros(0, np.uint32), np.zeros(0, np.uint64)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        return keys[starts].astype(np.uint32), np.add.reduceat(counts, starts)
+
+    def share_levels(self, evaluation):
+        """Every rank counts against the genuine levels of all ranks."""
+        keys, counts, n_nan = self.step(evaluation.levels)
+        keys, counts = self._merge(keys, counts)
+        n_nan = int(self._all_reduce([n_nan], self.dist.ReduceOp.SUM)[0])
+        self.step(lambda: evaluation.set_levels(keys, counts, n_nan))
+
+    def reduce_counts(self, evaluation):
+        """The counts of all ranks, on every rank, written over its own."""
+        c = self.step(evaluation.counts)
+        SUM, MIN, MAX = self.dist.ReduceOp.SUM, self.dist.ReduceOp.MIN, self.dist.ReduceOp.MAX
+        summed = [c["totals"][:2]]
+        if "at" in c:
+            summed += [c["at"], c["gap"]]
+        elif "bins" in c:
+            summed += [c["bins"], c["below"], c["above"]]
+        flat = self._all_reduce(np.concatenate([part.view(np.int64) for part in summed]), SUM)
+        at = 0
+        for part in summed:
+            part[:] = flat[at:at + len(part)].view(np.uint64)
+            at += len(part)
+        if "at" in c:
+            c["gap_min"][:] = self._all_reduce(c["gap_min"].astype(np.int64), MIN)
+            key = np.int64(c["top_key"][0]) if c["top_count"][0] else np.int64(-1)
+            top = self._all_reduce([key], MAX)[0]
+            mine = c["top_count"][0] if top >= 0 and key == top else np.uint64(0)
+            count = self._all_reduce([np.uint64(mine).view(np.int64)], SUM)[0]
+            c["top_key"][0] = max(top, 0)
+            c["top_count"][0] = np.int64(count).view(np.uint64)
+        elif "keys" in c:
+            keys, counts = self._merge(c["keys"], c["key_counts"])
+            self.step(lambda: evaluation.set_keys(keys, counts))

@@ -1,0 +1,163 @@
+"""RocReport: what evaluate() returns, built from the C summary (roc.h's
+roc_summary), with its table, a JSON-ready summary and the curve as .npz."""
+
+import collections
+import math
+
+import numpy as np
+
+from ._roc import ffi, lib
+
+TarAtFar = collections.namedtuple("TarAtFar",
+                                  "far tar threshold false_accepts below_resolution")
+TarAtFar.__doc__ = """TAR at one FAR target: the threshold is the highest that reaches the TAR,
+false_accepts the impostor pairs scoring at or above it, and below_resolution
+whether the target lies below 1 / n_impostor (no threshold can resolve it: the
+row then reports the curve's first point that the rule picks)."""
+
+MODE_NAMES = {lib.ROC_MODE_EXACT: "exact", lib.ROC_MODE_BINNED: "binned",
+              lib.ROC_MODE_CURVE: "curve"}
+
+
+def _array(pointer, n, dtype):
+    if n == 0 or pointer == ffi.NULL:
+        return np.zeros(0, dtype)
+    ctype = {np.float64: "double", np.uint64: "uint64_t"}[dtype]
+    return np.frombuffer(ffi.buffer(ffi.cast(ctype + " *", pointer), n * 8), dtype=dtype).copy()
+
+
+def _json_number(value):
+    """A float for JSON: non-finite values as None (null)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+class RocReport:
+    """What evaluate() returns.
+
+    fpr, tpr, thresholds   the curve, thresholds descending, thresholds[0] = inf
+                           (exact mode: scikit-learn's points, less the inner
+                           points of horizontal runs where tied impostors make
+                           scikit-learn keep extra collinear points; binned
+                           mode: one point per bin edge)
+    false_accepts, true_accepts   the pair counts behind fpr and tpr
+    auc, eer, eer_threshold
+    tar_at_far             list of TarAtFar, one per target in `fars`
+    n_genuine, n_impostor  pairs counted (NaN scores excluded)
+    n_nan                  pairs with a NaN score, excluded
+    counts                 the raw counts (dict of NumPy arrays; see counts_doc)
+    mode, far_rule, pairs, device_bytes_peak
+    """
+
+    counts_doc = {
+        "exact": "genuine_scores (the U distinct genuine scores, ascending), genuine (pairs "
+                 "on each), impostor_at (impostors scoring exactly each), impostor_between "
+                 "(U + 1: impostors strictly between consecutive genuine scores, from below "
+                 "the lowest to above the highest), impostor_between_min (the lowest such "
+                 "score, NaN where none)",
+        "binned": "edges (bins + 1), genuine and impostor (per bin, numpy.histogram's "
+                  "convention), genuine_below/above and impostor_below/above (outside range)",
+    }
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        return ("RocReport(mode=%r, n_genuine=%d, n_impostor=%d, n_nan=%d, auc=%.6f, eer=%.6f, "
+                "%d points)" % (self.mode, self.n_genuine, self.n_impostor, self.n_nan, self.auc,
+                                self.eer, len(self.fpr)))
+
+    def table(self):
+        """The TAR@FAR table as text; a target below 1 / n_impostor is starred."""
+        lines = ["%11s  %10s  %12s  %14s" % ("FAR", "TAR", "threshold", "false accepts")]
+        for row in self.tar_at_far:
+            lines.append("%10.0e%s  %10.6f  %12.6f  %14d" % (
+                row.far, "*" if row.below_resolution else " ", row.tar, row.threshold,
+                row.false_accepts))
+        if any(row.below_resolution for row in self.tar_at_far):
+            lines.append("* below 1 / %d impostor pairs: no threshold resolves this FAR"
+                         % self.n_impostor)
+        lines.append("AUC %.8f   EER %.6f at threshold %.6f   (%s, far_rule=%s)"
+                     % (self.auc, self.eer, self.eer_threshold, self.mode, self.far_rule))
+        lines.append("%d genuine pairs, %d impostor pairs, %d NaN scores excluded"
+                     % (self.n_genuine, self.n_impostor, self.n_nan))
+        return "\n".join(lines)
+
+    def to_dict(self, curve=False):
+        """A summary of plain Python values, ready for json.dump and small whatever
+        the number of pairs: counts, AUC, EER, the TAR@FAR rows, options. Non-finite
+        numbers are None (JSON null). With curve=True, also the curve and the raw
+        counts as lists (large: prefer save_curve)."""
+        out = {
+            "mode": self.mode, "far_rule": self.far_rule, "pairs": self.pairs,
+            "n_genuine": self.n_genuine, "n_impostor": self.n_impostor, "n_nan": self.n_nan,
+            "auc": _json_number(self.auc), "eer": _json_number(self.eer),
+            "eer_threshold": _json_number(self.eer_threshold),
+            "n_points": int(len(self.fpr)), "device_bytes_peak": self.device_bytes_peak,
+            "tar_at_far": [{"far": row.far, "tar": _json_number(row.tar),
+                            "threshold": _json_number(row.threshold),
+                            "false_accepts": row.false_accepts,
+                            "below_resolution": row.below_resolution}
+                           for row in self.tar_at_far],
+        }
+        if curve:
+            def plain(values):
+                return [_json_number(v) if isinstance(v, float) else v for v in values.tolist()]
+            for name in ("fpr", "tpr", "thresholds", "false_accepts", "true_accepts"):
+                out[name] = plain(getattr(self, name))
+            out["counts"] = {k: plain(v) if isinstance(v, np.ndarray) else v
+                             for k, v in self.counts.items()}
+        return out
+
+    def save_curve(self, path):
+        """The curve (fpr, tpr, thresholds, false_accepts, true_accepts) and the raw
+        counts (counts_<name>) as an .npz file."""
+        arrays = {name: getattr(self, name) for name in
+                  ("fpr", "tpr", "thresholds", "false_accepts", "true_accepts")}
+        arrays.update({"counts_" + k: np.asarray(v) for k, v in self.counts.items()})
+        np.savez(path, **arrays)
+
+
+def report_from_summary(summary, far_rule, pairs):
+    """A RocReport of a C roc_summary (copied: the summary may be freed after)."""
+    s = summary
+    n = s.n_points
+    mode = MODE_NAMES[s.mode]
+    n_impostor = int(s.n_impostor)
+    tar_at_far = [TarAtFar(float(s.far[i]), float(s.tar[i]), float(s.far_threshold[i]),
+                           int(s.far_false_accepts[i]),
+                           bool(float(s.far[i]) * n_impostor < 1.0 and s.far[i] > 0))
+                  for i in range(s.n_fars)]
+    if mode == "exact":
+        U = s.n_levels
+        counts = {"genuine_scores": _array(s.level_scores, U, np.float64),
+                  "genuine": _array(s.genuine_counts, U, np.uint64),
+                  "impostor_at": _array(s.impostor_counts, U, np.uint64),
+                  "impostor_between": _array(s.impostor_between, U + 1, np.uint64),
+                  "impostor_between_min": _array(s.impostor_between_min, U + 1, np.float64)}
+    elif mode == "binned":
+        B = s.n_levels
+        counts = {"edges": _array(s.level_scores, B + 1, np.float64),
+                  "genuine": _array(s.genuine_counts, B, np.uint64),
+                  "impostor": _array(s.impostor_counts, B, np.uint64),
+                  "genuine_below": int(s.genuine_below), "genuine_above": int(s.genuine_above),
+                  "impostor_below": int(s.impostor_below),
+                  "impostor_above": int(s.impostor_above)}
+    else:
+        counts = {}
+    return RocReport(
+        mode=mode, far_rule=far_rule, pairs=pairs,
+        fpr=_array(s.fpr, n, np.float64), tpr=_array(s.tpr, n, np.float64),
+        thresholds=_array(s.thresholds, n, np.float64),
+        false_accepts=_array(s.false_accepts, n, np.uint64),
+        true_accepts=_array(s.true_accepts, n, np.uint64),
+        auc=float(s.auc), eer=float(s.eer), eer_threshold=float(s.eer_threshold),
+        tar_at_far=tar_at_far, n_genuine=int(s.n_genuine), n_impostor=n_impostor,
+        n_nan=int(s.n_nan), counts=counts, device_bytes_peak=int(s.device_bytes_peak))
+
+
+def curve_arrays(summary):
+    """(fpr, tpr, thresholds) of a C roc_summary."""
+    n = summary.n_points
+    return (_array(summary.fpr, n, np.float64), _array(summary.tpr, n, np.float64),
+            _array(summary.thresholds, n, np.float64))
