@@ -31,8 +31,9 @@ def _dist():
 
 
 def session(fn, group, device=None):
-    """The steps of one evaluation: local (group None) or across `group`."""
-    if group is None:
+    """The steps of one evaluation: local (group None or False) or across
+    `group` (a process group, or True / "world" for the default one)."""
+    if group is None or group is False:
         return LocalSession(fn)
     return GroupSession(fn, group)
 
@@ -55,7 +56,7 @@ def shard_rows(n_rows, group=None, same_set=False):
 
 def _shard(n_rows, rank, world, triangle):
     def boundary(r):
-        if not triangle:
+        if not triangle or r in (0, world):
             return n_rows * r // world
         # the first row b with pairs(rows < b) >= r / world of all pairs, where
         # pairs(rows < b) = b (n - 1) - b (b - 1) / 2
@@ -84,7 +85,12 @@ def _require_dist(fn):
 
 
 def _resolve(dist, group):
-    return dist.group.WORLD if group is None else group
+    """The process group meant by `group`: True, "world" or None mean the
+    default one (torch.distributed.group.WORLD is None until
+    init_process_group, so it cannot name it before)."""
+    if group is None or group is True or (isinstance(group, str) and group == "world"):
+        return dist.group.WORLD
+    return group
 
 
 class LocalSession:
@@ -169,14 +175,19 @@ class GroupSession:
         return infos
 
     def _agree(self, infos):
-        for key, what in AGREED:
-            values = [info.get(key) for info in infos]
-            if key == "n_gallery" and "n_pairs" in infos[0]:
-                continue
-            for rank, value in enumerate(values):
-                if value != values[0]:
+        def flat(info):
+            items = {key: info.get(key) for key, _ in AGREED
+                     if not (key == "n_gallery" and "n_pairs" in info)}
+            items.update(("option " + k, v) for k, v in (items.pop("options") or {}).items())
+            return items
+        names = dict(AGREED)
+        first = flat(infos[0])
+        for rank, info in enumerate(infos[1:], 1):
+            for key, value in flat(info).items():
+                if value != first[key]:
+                    what = names.get(key, key.replace("option ", "the option "))
                     raise ValueError("%s: the ranks disagree on %s: rank 0 has %r, rank %d has %r"
-                                     % (self.fn, what, values[0], rank, value))
+                                     % (self.fn, what, first[key], rank, value))
 
     def row_offset(self, infos, setup):
         counts = [info["n_query"] for info in infos]

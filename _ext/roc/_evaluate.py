@@ -411,8 +411,8 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    where the inputs are
     chunk                          pairs per step (bounds the memory of a step)
     progress                       called as progress(pairs_done, pairs_total)
-    group                          a torch.distributed process group (or
-                                   torch.distributed.group.WORLD): this rank's
+    group                          a torch.distributed process group (True or
+                                   "world": the default group): this rank's
                                    queries are its shard (for same_set: consecutive
                                    rows of the set, in rank order, e.g. from
                                    shard_rows), the gallery is whole; every rank
