@@ -1,0 +1,72 @@
+"""Run under torchrun on a machine with 2+ GPUs (tests/test_roc_distributed.py
+does): evaluation across the ranks through NCCL, each rank on its own GPU,
+equals one GPU's evaluation of all the pairs, count for count. Prints
+"nccl equality: ok" on rank 0 when every case matched."""
+
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _ext import roc  # noqa: E402
+
+
+def same(a, b):
+    return (np.array_equal(a.false_accepts, b.false_accepts) and
+            np.array_equal(a.true_accepts, b.true_accepts) and
+            np.array_equal(a.thresholds, b.thresholds) and a.auc == b.auc and
+            (a.n_genuine, a.n_impostor, a.n_nan) == (b.n_genuine, b.n_impostor, b.n_nan) and
+            [tuple(r) for r in a.tar_at_far] == [tuple(r) for r in b.tar_at_far])
+
+
+def main():
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", local_rank)
+    rng = np.random.default_rng(3)
+    labels_q, labels_g = rng.integers(0, 300, 3001), rng.integers(0, 300, 2003)
+    feat_q = torch.from_numpy(rng.normal(size=(3001, 64)).astype(np.float32)).to(device)
+    feat_g = torch.from_numpy(rng.normal(size=(2003, 64)).astype(np.float32)).to(device)
+    score = roc.pair_scores(feat_q, feat_g)
+    score[5, 7] = float("nan")
+    labels_q, labels_g = torch.from_numpy(labels_q).to(device), torch.from_numpy(labels_g).to(device)
+    failures = []
+    a, b = roc.shard_rows(3001, True)
+    for mode in ("exact", "binned", "curve"):
+        for source, kwargs, shard in (("score", dict(score=score), dict(score=score[a:b])),
+                                      ("features", dict(feat_q=feat_q, feat_g=feat_g),
+                                       dict(feat_q=feat_q[a:b], feat_g=feat_g))):
+            one = roc.evaluate(labels_q, labels_g, mode=mode, **kwargs)
+            many = roc.evaluate(labels_q[a:b], labels_g, mode=mode, group=True, **shard)
+            if not same(one, many):
+                failures.append((mode, source))
+    for same_set in (True, "ordered"):
+        a, b = roc.shard_rows(2003, True, same_set=same_set)
+        one = roc.evaluate(labels_g, None, feat_q=feat_g, same_set=same_set)
+        many = roc.evaluate(labels_g[a:b], labels_g, feat_q=feat_g[a:b], feat_g=feat_g,
+                            same_set=same_set, group=True)
+        if not same(one, many):
+            failures.append(("same_set", same_set))
+    genuine = (labels_q[:, None] == labels_g[None, :]).reshape(-1)
+    flat = score.reshape(-1)
+    a, b = roc.shard_rows(flat.numel(), True)
+    if not same(roc.evaluate_pairs(genuine, flat),
+                roc.evaluate_pairs(genuine[a:b], flat[a:b], group=True)):
+        failures.append(("pairs",))
+    everyone = [None] * world
+    dist.all_gather_object(everyone, failures)
+    if rank == 0:
+        bad = [(r, f) for r, fs in enumerate(everyone) for f in fs]
+        print("nccl equality: ok" if not bad else "nccl equality: FAILED %s" % bad)
+    dist.destroy_process_group()
+    return 0 if not any(everyone) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
