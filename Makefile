@@ -154,7 +154,7 @@ test-sanitize: $(PY_READY)
 	cp -r $(SANITIZE_COPIES) $(SANITIZE_ROOT)/
 	runtimes="$$($(PY) build.py --sanitizer-runtimes)" && cd $(SANITIZE_ROOT) && \
 	    LD_PRELOAD="$$runtimes" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    $(PY_ABS) -m pytest -q -p no:cacheprovider -m "not gpu" \
+	    $(PY_ABS) -m pytest -q -p no:cacheprovider --capture=sys -m "not gpu" \
 	        --ignore=tests/test_install.py tests $(PYTEST_ARGS)
 
 # Property-based tests (tests/test_fuzz_*.py) with the long Hypothesis profile.

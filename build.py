@@ -50,9 +50,10 @@ DEFAULT_ARCH_RANGE = (75, 90)
 C_FLAGS = ["-O3", "-std=gnu11", "-fopenmp", "-ffp-contract=off", "-fvisibility=hidden",
            "-Wall", "-Wextra", "-Wno-unused-parameter"]
 # ASan and UBSan (make test-sanitize); -O1, after C_FLAGS' -O3, keeps the
-# reports' stacks readable.
+# reports' stacks readable. Python's own CFLAGS carry -fwrapv, which defines
+# signed overflow and so hides it from UBSan: our C must not rely on it.
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                  "-fno-omit-frame-pointer", "-g", "-O1"]
+                  "-fno-wrapv", "-fno-omit-frame-pointer", "-g", "-O1"]
 
 
 # ---------------------------------------------------------------------------
@@ -320,7 +321,10 @@ def module_file(op):
 
 def copy_package(out_root):
     """The _ext package's Python files under out_root/_ext, beside the modules
-    built there (a tree that imports on its own)."""
+    built there (a tree that imports on its own); files gone from the
+    checkout go from there too."""
+    for old in glob.glob(os.path.join(out_root, "_ext", "**", "*.py"), recursive=True):
+        os.remove(old)
     for source in glob.glob(os.path.join(ROOT, "_ext", "**", "*.py"), recursive=True):
         target = os.path.join(out_root, os.path.relpath(source, ROOT))
         os.makedirs(os.path.dirname(target), exist_ok=True)
