@@ -146,8 +146,9 @@ test-gpu: build
 # The CPU tests against C shims built with ASan and UBSan, in build/sanitize
 # (the modules in _ext/ are left alone). The runtimes must be preloaded:
 # python itself is not instrumented. detect_leaks=0: Python never frees some
-# of its own allocations. Any finding aborts the run. The install test is left
-# out (it runs pip and compilers, not our C code).
+# of its own allocations. Any finding aborts the run; --capture=sys leaves
+# the sanitizers' report on the terminal. The install test is left out (it
+# runs pip and compilers, not our C code).
 test-sanitize: $(PY_READY)
 	$(PY) build.py --sanitize --out-root $(SANITIZE_ROOT)
 	cd $(SANITIZE_ROOT) && rm -rf $(SANITIZE_COPIES)

@@ -70,7 +70,7 @@ class Cuda:
         flags = []
         for a in self.arch:
             flags += ["-gencode", "arch=compute_%s,code=sm_%s" % (a, a)]
-        newest = max(self.arch, key=int)
+        newest = max(self.arch, key=lambda a: int(a.rstrip("af")))
         return flags + ["-gencode", "arch=compute_%s,code=compute_%s" % (newest, newest)]
 
     def library_dirs(self):
@@ -113,9 +113,13 @@ def find_cuda(environ=None):
     nvcc = shutil.which(nvcc)
     if nvcc is None:
         return None, "no nvcc at %s" % (environ.get("NVCC") or os.path.join(home, "bin", "nvcc"))
-    arch = re.findall(r"\d+", environ.get("CUDA_ARCH", "")) or default_arch(nvcc)
+    arch = environ.get("CUDA_ARCH", "").replace(",", " ").split() or default_arch(nvcc)
     if not arch:
-        return None, "%s supports no architecture from sm_%d to sm_%d" % ((nvcc,) + DEFAULT_ARCH_RANGE)
+        return None, "%s supports none of sm_%d to sm_%d" % ((nvcc,) + DEFAULT_ARCH_RANGE)
+    for a in arch:
+        if not re.fullmatch(r"\d+[af]?", a):
+            raise SystemExit("build.py: CUDA_ARCH=%r: expected compute capabilities such as "
+                             "'90' or '80 90a'" % environ["CUDA_ARCH"])
     flags = shlex.split(environ.get("NVCC_FLAGS", DEFAULT_NVCC_FLAGS))
     return Cuda(nvcc, home or nvcc_home(nvcc), arch, flags), None
 
@@ -169,7 +173,15 @@ def write_record(output, record, digest):
 # ---------------------------------------------------------------------------
 # nvcc step: src/cuda/*.cu -> <object_dir>/*.o
 
-def compile_cuda_objects(cuda, object_dir, jobs=None):
+def run_nvcc(source, command):
+    print(" ".join(shlex.quote(c) for c in command), flush=True)
+    status = subprocess.run(command).returncode
+    if status != 0:
+        raise SystemExit("build.py: nvcc failed on %s (exit status %d)"
+                         % (os.path.relpath(source), status))
+
+
+def compile_cuda_objects(cuda, object_dir):
     """Compile every src/cuda/*.cu into object_dir, skipping the objects
     whose sources, headers and nvcc command are unchanged; returns their paths."""
     os.makedirs(object_dir, exist_ok=True)
@@ -182,17 +194,16 @@ def compile_cuda_objects(cuda, object_dir, jobs=None):
                    ["-I" + os.path.join(ROOT, "src"), "-c", source, "-o", target])
         digest = signature(command, [source] + include)
         if not up_to_date(target, target + ".sig", digest):
-            work.append((command, target, digest))
+            work.append((source, command, target, digest))
 
     def run(item):
-        command, target, digest = item
-        print(" ".join(shlex.quote(c) for c in command), flush=True)
-        subprocess.run(command, check=True)
+        source, command, target, digest = item
+        run_nvcc(source, command)
         write_record(target, target + ".sig", digest)
 
-    # nvcc --threads already spreads each file's architectures over the
-    # cores; running files side by side covers the files with few of them.
-    with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
+    # --threads 0 spreads one file's architectures over the cores; files side
+    # by side keep the cores busy when there are few architectures.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         list(pool.map(run, work))
     return [os.path.join(object_dir, os.path.splitext(os.path.basename(s))[0] + ".o")
             for s in cuda_sources()]
@@ -202,10 +213,8 @@ def build_shared_library(cuda, source, target):
     """A standalone .cu as a shared library, with this build's toolkit and
     architectures (the 2018 blog kernel, a benchmark peer)."""
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-    command = [cuda.nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC"] + cuda.gencode() + \
-              [source, "-o", target]
-    print(" ".join(shlex.quote(c) for c in command), flush=True)
-    subprocess.run(command, check=True)
+    run_nvcc(source, [cuda.nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC"] + cuda.gencode() +
+             [source, "-o", target])
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +267,8 @@ def module_settings(op, cuda, cuda_objects, sanitize=False):
     settings = dict(
         sources=family_files(op, ".c", glob.glob(os.path.join(ROOT, "src", "*.c"))),
         include_dirs=[os.path.join(ROOT, "src")],
-        define_macros=[("EXT_MODULE", '"%s"' % op)] + ([("EXT_WITH_CUDA", "1")] if with_cuda else []),
+        define_macros=[("EXT_MODULE", '"%s"' % op)] +
+                      ([("EXT_WITH_CUDA", "1")] if with_cuda else []),
         extra_compile_args=compile_args,
         extra_objects=objects,
         libraries=libraries,
@@ -277,8 +287,8 @@ def build_module(op, target, cuda, cuda_objects, tmpdir, sanitize=False):
     cdef = cdef_text("src/ext_tensor.h") + cdef_text("src/%s.h" % op)
     preamble = '#include "ext_tensor.h"\n#include "%s.h"\n' % op
     record = os.path.join(tmpdir, op + ".sig")
-    digest = signature((settings, cdef, preamble, cffi_version, sysconfig.get_config_var("EXT_SUFFIX"),
-                        target), settings["sources"] + settings["extra_objects"] + headers())
+    digest = signature((settings, cdef, preamble, cffi_version, target),
+                       settings["sources"] + settings["extra_objects"] + headers())
     kind = "CUDA + CPU" if with_cuda else "CPU only"
     if up_to_date(target, record, digest):
         print("%s is up to date (%s)" % (os.path.relpath(target), kind))
