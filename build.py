@@ -59,6 +59,11 @@ SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefin
 # ---------------------------------------------------------------------------
 # the CUDA toolkit
 
+def arch_number(arch):
+    """90 for "90" and for "90a" (arch-specific features)."""
+    return int(arch.rstrip("af"))
+
+
 class Cuda:
     """The toolkit a build uses: nvcc, its root, the architectures and flags."""
 
@@ -70,7 +75,7 @@ class Cuda:
         flags = []
         for a in self.arch:
             flags += ["-gencode", "arch=compute_%s,code=sm_%s" % (a, a)]
-        newest = max(self.arch, key=lambda a: int(a.rstrip("af")))
+        newest = max(self.arch, key=arch_number)
         return flags + ["-gencode", "arch=compute_%s,code=compute_%s" % (newest, newest)]
 
     def library_dirs(self):

@@ -12,7 +12,6 @@ up the same counts as NumPy and the same AUC as scikit-learn, and expose the
 console commands, with torch left as it was.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import build as ext_build  # build.py: pytest.ini puts the checkout on sys.path
 import torch
 from sklearn.metrics import roc_auc_score
 
@@ -50,13 +51,6 @@ print(json.dumps({"package": _ext.__file__, "built_with_cuda": roc.built_with_cu
                   "histo1": histo1.tolist(), "histo2": histo2.tolist(),
                   "torch": torch.__version__}))
 """
-
-
-def load_build_py():
-    spec = importlib.util.spec_from_file_location("_ext_build", os.path.join(ROOT, "build.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(command, timeout, cwd=None, env=None):
@@ -108,10 +102,10 @@ def test_pip_install_into_fresh_venv(tmp_path, rng, project):
     fetch_or_skip([python, "-m", "pip", "download", *PIP_NETWORK, "-d", wheelhouse, *wanted],
                   "download %s" % " ".join(wanted), timeout=300)
 
-    cuda, _ = load_build_py().find_cuda()
+    cuda, _ = ext_build.find_cuda()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if cuda is not None:
-        env["CUDA_ARCH"] = min(cuda.arch, key=int)
+        env["CUDA_ARCH"] = min(cuda.arch, key=ext_build.arch_number)
     installed = run([python, "-m", "pip", "install", "--no-index", "--find-links", wheelhouse,
                      ROOT], timeout=1200, env=env)
     assert installed.returncode == 0, "pip install . failed:\n" + tail(installed, 40)

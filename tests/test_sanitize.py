@@ -6,13 +6,15 @@ that the tests load must be the instrumented ones of its own tree.
 """
 
 import importlib
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+from cffi import FFI
+
+import build as ext_build  # build.py: pytest.ini puts the checkout on sys.path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNDER_SANITIZER = "libasan" in os.environ.get("LD_PRELOAD", "")
@@ -32,31 +34,22 @@ int add_one(int x) { return x + 1; }   /* signed overflow at INT_MAX */
 """
 
 
-def load_build_py():
-    spec = importlib.util.spec_from_file_location("_ext_build", os.path.join(ROOT, "build.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     """A cffi module built from PROBE_C with build.py's sanitizer flags, and a
     function running a call to it under the preloaded runtimes."""
     if UNDER_SANITIZER:
         pytest.skip("builds and runs its own sanitized probe: not from inside a sanitized run")
-    from cffi import FFI
-
-    build = load_build_py()
     try:
-        runtimes = build.sanitizer_runtimes()
+        runtimes = ext_build.sanitizer_runtimes()
     except SystemExit as missing:
         pytest.skip(str(missing))
     folder = tmp_path_factory.mktemp("probe")
     ffibuilder = FFI()
     ffibuilder.cdef("int read_at(int size, int n); int add_one(int x);")
-    ffibuilder.set_source("sanitize_probe", PROBE_C, extra_compile_args=build.SANITIZE_FLAGS,
-                          extra_link_args=build.SANITIZE_FLAGS)
+    ffibuilder.set_source("sanitize_probe", PROBE_C,
+                          extra_compile_args=ext_build.SANITIZE_FLAGS,
+                          extra_link_args=ext_build.SANITIZE_FLAGS)
     ffibuilder.compile(tmpdir=str(folder))
     env = dict(os.environ, LD_PRELOAD=" ".join(runtimes), ASAN_OPTIONS="detect_leaks=0")
 
@@ -88,8 +81,7 @@ def test_ubsan_stops_at_signed_overflow(probe):
 @pytest.mark.skipif(not UNDER_SANITIZER, reason="checks the tree of make test-sanitize only")
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm (binutils)")
 def test_sanitized_run_loads_instrumented_modules():
-    build = load_build_py()
-    for op in build.op_families():
+    for op in ext_build.op_families():
         module = importlib.import_module("_ext.%s._%s" % (op, op))
         assert os.path.dirname(module.__file__) == os.path.join(ROOT, "_ext", op)
         symbols = subprocess.run(["nm", "-D", "--undefined-only", module.__file__],
