@@ -1,8 +1,10 @@
 # Build, test and demo targets for the _ext extensions.
 #
-#   make            build every _ext module (nvcc objects, then build.py)
+#   make            build every _ext module (build.py: nvcc objects, then cffi)
 #   make demo       run scripts/roc11.py on the embedded data set, write a ROC PNG
 #   make test       the test suite (GPU tests are skipped where no GPU is present)
+#   make test-sanitize   the CPU tests against an ASan + UBSan build of the C shims
+#   make fuzz       the property-based tests with the long Hypothesis profile
 #   make compare-mxnet   the legacy ROC of MXNet 1.9.1 and of _ext.roc side by side
 #   make help       this list, with the variables you can override
 #
@@ -25,16 +27,11 @@ PYTHON ?=
 # Interpreter that creates .venv.
 BOOTSTRAP_PYTHON ?= python3
 TORCH_VERSION ?= 2.13.0
-# Toolkit root; default: the one of the nvcc on PATH, as nvcc itself reports it
-# (nvcc on PATH may be a wrapper script).
-CUDA_HOME ?= $(shell nvcc --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
-               sed -n 's/^\#\$$ _HERE_=\(.*\)\/bin$$/\1/p')
-NVCC ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
-# Compute capabilities to build for, e.g. CUDA_ARCH="90" or "80 90". Default:
-# every one from 75 to 90 that this nvcc supports, plus PTX for the newest.
-CUDA_ARCH ?= $(shell $(NVCC) --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p' | \
-               awk '$$1 >= 75 && $$1 <= 90' | tr '\n' ' ')
-NVCC_FLAGS ?= -O3 -std=c++17 --threads 0 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden
+# The toolkit and architectures: build.py reads CUDA_HOME, NVCC, CUDA_ARCH and
+# NVCC_FLAGS from the environment or from make's command line, the same way
+# `pip install .` does (build.py's docstring; `make help` shows what it finds):
+#   make CUDA_ARCH=90    make CUDA_ARCH="80 90" CUDA_HOME=/opt/cuda-12.4    make NVCC=
+
 # pytest arguments, e.g. make test PYTEST_ARGS="-k legacy -x"
 PYTEST_ARGS ?=
 # Interpreter with MXNet 1.9.1 for the comparison. Default: .venv-mxnet's,
@@ -69,26 +66,21 @@ else
   MXNET_TRY :=
 endif
 
-HAVE_NVCC := $(if $(NVCC),$(shell test -x $(NVCC) && echo yes))
-CU_SOURCES := $(wildcard src/cuda/*.cu)
-CU_HEADERS := $(wildcard src/cuda/*.h src/cuda/*.cuh src/*.h)
-ifeq ($(HAVE_NVCC),yes)
-  CU_OBJECTS := $(patsubst src/cuda/%.cu,build/%.o,$(CU_SOURCES))
-  PTX_ARCH := $(lastword $(sort $(CUDA_ARCH)))
-  comma := ,
-  GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
-             $(if $(PTX_ARCH),-gencode arch=compute_$(PTX_ARCH)$(comma)code=compute_$(PTX_ARCH))
-else
-  CU_OBJECTS :=
-endif
-C_SOURCES := $(wildcard src/*.c src/*.h)
+# help needs only a Python, not the project's environment
+HELP_PY := $(if $(strip $(PYTHON)),$(PYTHON),$(BOOTSTRAP_PYTHON))
+# the interpreter's path from another directory (test-sanitize runs in its tree)
+PY_ABS := $(if $(findstring /,$(PY)),$(abspath $(PY)),$(PY))
 
-.PHONY: all build demo test test-gpu bench compare-mxnet clean distclean help venv \
-        $(MXNET_VENV) mxnet-try
+# make test-sanitize: a CPU-only build with ASan and UBSan in a tree of its own
+SANITIZE_ROOT := build/sanitize
+# what the sanitized tests read besides the package (the package is build.py's)
+SANITIZE_COPIES := tests scripts src build.py pytest.ini
+FUZZ_TESTS := $(wildcard tests/test_fuzz_*.py)
+
+.PHONY: all build demo test test-gpu test-sanitize fuzz bench compare-mxnet clean distclean \
+        help venv $(MXNET_VENV) mxnet-try
 
 all: build
-
-build: build/.modules
 
 # ---------------------------------------------------------------------------
 # Python environment
@@ -131,24 +123,12 @@ mxnet-try:
 	fi
 
 # ---------------------------------------------------------------------------
-# nvcc step: src/cuda/*.cu -> build/*.o
+# build.py: the nvcc step (src/cuda/*.cu -> build/*.o), then the cffi modules
+# under _ext/, linked against those objects. It rebuilds only what changed
+# (sources, headers, flags, architectures), so every target can run it.
 
-build/%.o: src/cuda/%.cu $(CU_HEADERS) | build/
-	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -Isrc -c $< -o $@
-
-build/:
-	mkdir -p $@
-
-# build.py: the cffi modules under _ext/, linked against the objects above.
-# The stamp records which objects and settings the modules were built with.
-build/.modules: build.py $(C_SOURCES) $(CU_OBJECTS) $(PY_READY) | build/
-ifneq ($(HAVE_NVCC),yes)
-	@echo "nvcc not found (set CUDA_HOME or put nvcc on PATH): building CPU-only;" \
-	      "the CUDA entry points will raise RuntimeError."
-endif
-	EXT_CUDA_HOME="$(if $(HAVE_NVCC),$(CUDA_HOME))" EXT_CUDA_OBJECTS="$(CU_OBJECTS)" \
-	    $(PY) build.py
-	touch $@
+build: $(PY_READY)
+	$(PY) build.py
 
 # ---------------------------------------------------------------------------
 # run
@@ -163,6 +143,29 @@ test: build $(MXNET_TRY)
 test-gpu: build
 	$(PY) -m pytest -q -m gpu --require-gpu tests $(PYTEST_ARGS)
 
+# The CPU tests against C shims built with ASan and UBSan, in build/sanitize
+# (the modules in _ext/ are left alone). The runtimes must be preloaded:
+# python itself is not instrumented. detect_leaks=0: Python never frees some
+# of its own allocations. Any finding aborts the run; --capture=sys leaves
+# the sanitizers' report on the terminal. The install test is left out (it
+# runs pip and compilers, not our C code).
+test-sanitize: $(PY_READY)
+	$(PY) build.py --sanitize --out-root $(SANITIZE_ROOT)
+	cd $(SANITIZE_ROOT) && rm -rf $(SANITIZE_COPIES)
+	cp -r $(SANITIZE_COPIES) $(SANITIZE_ROOT)/
+	runtimes="$$($(PY) build.py --sanitizer-runtimes)" && cd $(SANITIZE_ROOT) && \
+	    LD_PRELOAD="$$runtimes" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    $(PY_ABS) -m pytest -q -p no:cacheprovider --capture=sys -m "not gpu" \
+	        --ignore=tests/test_install.py tests $(PYTEST_ARGS)
+
+# Property-based tests (tests/test_fuzz_*.py) with the long Hypothesis profile.
+fuzz: build
+ifeq ($(FUZZ_TESTS),)
+	@echo "no tests/test_fuzz_*.py yet: nothing to fuzz"
+else
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q $(FUZZ_TESTS) $(PYTEST_ARGS)
+endif
+
 # Benchmarks on the GPU: the ROC evaluators and the further ops beside their
 # peers -> BENCHMARKS.md
 bench: build build/libroc_blog.so
@@ -170,15 +173,15 @@ bench: build build/libroc_blog.so
 	$(PY) scripts/bench_ops.py --markdown BENCHMARKS.md
 
 # the blog's 2018 kernel, the peer of bench_roc.py (kept apart from the library)
-build/libroc_blog.so: dev/cuda/roc_blog.cu | build/
-	$(NVCC) -O3 -shared -Xcompiler -fPIC $(GENCODE) $< -o $@
+build/libroc_blog.so: dev/cuda/roc_blog.cu $(PY_READY)
+	$(PY) build.py --shared-library $< $@
 
 # MXNet 1.9.1 and _ext.roc on the same files (default: the embedded data set)
 compare-mxnet: build $(MXNET_READY)
 	$(PY) scripts/compare_mxnet.py --mxnet-python "$(MXNET_PYTHON)" $(COMPARE_ARGS)
 
 clean:
-	rm -rf build _ext/*/_*.so _ext/*/_*.c _ext/*/_*.o roc_demo.png
+	rm -rf build _ext/*/_*.so _ext/*/_*.c _ext/*/_*.o roc_demo.png *.egg-info
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
@@ -190,16 +193,19 @@ help:
 	@echo "  make demo       roc11.py on the embedded data set -> roc_demo.png"
 	@echo "  make test       test suite (GPU tests skip without a GPU)"
 	@echo "  make test-gpu   GPU tests only (needs a GPU)"
+	@echo "  make test-sanitize  CPU tests against an ASan + UBSan build in $(SANITIZE_ROOT)"
+	@echo "  make fuzz       tests/test_fuzz_*.py with HYPOTHESIS_PROFILE=fuzz (5000 examples)"
 	@echo "  make bench      benchmarks beside the peers on the GPU -> BENCHMARKS.md"
 	@echo "  make compare-mxnet  MXNet 1.9.1 vs _ext.roc, legacy histograms side by side"
 	@echo "                  (creates .venv-mxnet; COMPARE_ARGS=\"query.npz gallery.npz\")"
 	@echo "  make .venv-mxnet    only set up the MXNet environment (requirements-mxnet.txt)"
 	@echo "  make clean      remove build outputs and generated modules"
 	@echo "  make distclean  clean, and remove .venv and .venv-mxnet"
+	@echo "  (pip install . builds the same modules: README, Install)"
 	@echo "variables:"
 	@echo "  PYTHON=$(PYTHON)  (empty: .venv, created and filled on first use)"
-	@echo "  CUDA_HOME=$(CUDA_HOME)"
-	@echo "  CUDA_ARCH=$(CUDA_ARCH)"
-	@echo "  NVCC_FLAGS=$(NVCC_FLAGS)"
+	@echo "  CUDA_HOME, NVCC, CUDA_ARCH, NVCC_FLAGS  (read by build.py; now:)"
+	@$(HELP_PY) build.py --show-config | sed 's/^/    /'
+	@echo "  PYTEST_ARGS=$(PYTEST_ARGS)"
 	@echo "  MXNET_PYTHON=$(MXNET_PYTHON)"
 	@echo "  MXNET_BOOTSTRAP_PYTHON=$(MXNET_BOOTSTRAP_PYTHON)"

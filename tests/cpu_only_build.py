@@ -19,7 +19,7 @@ def build_cpu_only(scratch, family):
     for name in files:
         os.makedirs(os.path.dirname(os.path.join(scratch, name)), exist_ok=True)
         shutil.copy(os.path.join(ROOT, name), os.path.join(scratch, name))
-    env = dict(os.environ, EXT_CUDA_HOME="", EXT_CUDA_OBJECTS="")
+    env = dict(os.environ, NVCC="")
     subprocess.run([sys.executable, "build.py"], cwd=scratch, env=env, check=True,
                    capture_output=True)
     return scratch
