@@ -18,6 +18,8 @@ Every rank then summarizes the same counts: the same report, count for count,
 as one process over all the pairs.
 """
 
+import time
+
 import numpy as np
 
 from .. import _ffi
@@ -97,6 +99,7 @@ class LocalSession:
     """One process: every step runs here and nothing is exchanged."""
 
     rank, world_size = 0, 1
+    communication = None
 
     def __init__(self, fn):
         self.fn = fn
@@ -145,6 +148,9 @@ class GroupSession:
         self.nccl = dist.get_backend(self.group) == "nccl"
         self.device = (torch.device("cuda", torch.cuda.current_device()) if self.nccl
                        else torch.device("cpu"))
+        # what this rank sent in the collectives of the counts (not the small
+        # step outcomes), and the wall time they took
+        self.communication = {"bytes": 0, "seconds": 0.0, "world_size": self.world_size}
 
     # -- agreement and failures ------------------------------------------------
 
@@ -203,17 +209,25 @@ class GroupSession:
         torch = _ffi.torch
         return torch.from_numpy(np.ascontiguousarray(array, np.int64)).to(self.device)
 
+    def _timed(self, collective, tensor, *args):
+        start = time.perf_counter()
+        collective(*args, group=self.group)
+        result = tensor.cpu()  # waits for the collective
+        self.communication["seconds"] += time.perf_counter() - start
+        self.communication["bytes"] += tensor.numel() * tensor.element_size()
+        return result
+
     def _all_reduce(self, array, op):
         tensor = self._tensor(array)
-        self.dist.all_reduce(tensor, op=op, group=self.group)
-        return tensor.cpu().numpy()
+        return self._timed(lambda group: self.dist.all_reduce(tensor, op=op, group=group),
+                           tensor).numpy()
 
     def _gather(self, arrays):
         """Every rank's int64 arrays (one length per rank), in rank order."""
         torch = _ffi.torch
         n = self._tensor([len(arrays[0])])
         sizes = [torch.zeros_like(n) for _ in range(self.world_size)]
-        self.dist.all_gather(sizes, n, group=self.group)
+        self._timed(lambda group: self.dist.all_gather(sizes, n, group=group), n)
         sizes = [int(s.item()) for s in sizes]
         width = max(max(sizes), 1)
         out = []
@@ -222,7 +236,7 @@ class GroupSession:
             padded[:len(array)] = array
             local = self._tensor(padded)
             parts = [torch.zeros_like(local) for _ in range(self.world_size)]
-            self.dist.all_gather(parts, local, group=self.group)
+            self._timed(lambda group: self.dist.all_gather(parts, local, group=group), local)
             out.append([p.cpu().numpy()[:size] for p, size in zip(parts, sizes)])
         return out
 

@@ -189,7 +189,9 @@ def finish(counted, options):
     evaluation, setup, session = counted
     session.reduce_counts(evaluation)
     summary = session.step(lambda: evaluation.summarize(options.fars, options.far_rule))
-    return report_from_summary(summary, options.far_rule, setup["pairs"]), summary
+    report = report_from_summary(summary, options.far_rule, setup["pairs"])
+    report.communication = session.communication
+    return report, summary
 
 
 def _counted(fn, options, session, prepare, create):

@@ -47,6 +47,9 @@ class RocReport:
     n_nan                  pairs with a NaN score, excluded
     counts                 the raw counts (dict of NumPy arrays; see counts_doc)
     mode, far_rule, pairs, device_bytes_peak
+    communication          with a group: bytes this rank sent in the collectives of
+                           the levels and counts, their wall time and the world
+                           size; None for one process
     """
 
     counts_doc = {
