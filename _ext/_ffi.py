@@ -122,11 +122,11 @@ def _export_torch(fn, name, x):
     # A lazy negation or conjugation is a bit on the tensor, not in its data:
     # read raw, every element would have the wrong sign.
     if x.is_neg():
-        raise ValueError("%s: %s is a negated view (its negative bit is set, e.g. the imaginary "
-                         "part of a conjugate); pass x.resolve_neg()" % (fn, name))
+        raise ValueError("%s: %s has its negative bit set (a lazy negation, e.g. the imaginary "
+                         "part of a conjugated tensor); call .resolve_neg() on it" % (fn, name))
     if x.is_conj():
-        raise ValueError("%s: %s is a conjugated view (its conjugate bit is set); pass "
-                         "x.resolve_conj()" % (fn, name))
+        raise ValueError("%s: %s has its conjugate bit set (a lazy conjugation); call "
+                         ".resolve_conj() on it" % (fn, name))
     try:
         return _torch_export(x)
     except (RuntimeError, BufferError) as error:
@@ -211,14 +211,61 @@ def cuda_stream(ffi, x):
         if x.is_cuda:
             return ffi.cast("void *", torch.cuda.current_stream(x.device).cuda_stream)
         return ffi.NULL
+    if type(x) is _CAPSULE:
+        return ffi.NULL
+    stream = _producer_stream(x, *_device_of("cuda_stream", x))
+    return ffi.NULL if stream is None else ffi.cast("void *", stream)
+
+
+def _dtype_name(x):
+    """x's dtype as NumPy names it ("float32"), torch's and MXNet's too."""
+    if is_tensor(x):
+        return str(x.dtype).replace("torch.", "")
+    return np.dtype(x.dtype).name
+
+
+def _device_of(fn, x):
+    """(DLPack device type, index) of an array that is not a torch tensor."""
     if hasattr(type(x), "__dlpack_device__"):
         device_type, device_id = x.__dlpack_device__()
-        stream = _producer_stream(x, device_type, device_id)
-        return ffi.NULL if stream is None else ffi.cast("void *", stream)
-    context = getattr(x, "context", None)  # MXNet: to_dlpack_* waits for pending writes
-    if getattr(context, "device_type", None) == "gpu":
-        return ffi.cast("void *", _LEGACY_DEFAULT_STREAM)
-    return ffi.NULL
+        return int(device_type), int(device_id)
+    context = getattr(x, "context", None)  # MXNet; its to_dlpack_* wait for pending writes
+    if context is not None:
+        return (_DL_CUDA if context.device_type == "gpu" else _DL_CPU), context.device_id
+    raise TypeError("%s: cannot tell the device of %s; pass an array" % (fn, type(x).__name__))
+
+
+def empty_like(x, shape=None, dtype=None):
+    """A new, uninitialised output for a call on x, of x's kind where that is
+    cheap: a torch tensor on x's device for a torch tensor, a NumPy array for
+    a NumPy array, a CuPy array on x's device for a CuPy array; for anything
+    else (JAX, MXNet...) a torch tensor on x's device, or a NumPy array for a
+    CPU input where torch is not installed.
+
+    shape: a tuple (default: x's shape); dtype: a name such as "float32" or
+    "int64" (default: x's dtype).
+    """
+    if not (is_tensor(x) or isinstance(x, np.ndarray) or _is_cupy(x)):
+        device_type, device_id = _device_of("empty_like", x)
+        if device_type not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST):
+            raise _unsupported_device("empty_like", "x", "DLPack device type %d" % device_type)
+    shape = tuple(x.shape) if shape is None else tuple(shape)
+    dtype = _dtype_name(x) if dtype is None else dtype
+    if is_tensor(x):
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=x.device)
+    if isinstance(x, np.ndarray):
+        return np.empty(shape, dtype)
+    if _is_cupy(x):
+        import cupy
+        with cupy.cuda.Device(x.device.id):
+            return cupy.empty(shape, dtype)
+    if torch is not None:
+        device = "cuda:%d" % device_id if device_type == _DL_CUDA else "cpu"
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+    if device_type == _DL_CUDA:
+        raise RuntimeError("empty_like: an output on CUDA for %s needs torch or CuPy"
+                           % type(x).__name__)
+    return np.empty(shape, dtype)
 
 
 def check(ffi, lib, status):

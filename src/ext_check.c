@@ -169,9 +169,9 @@ int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsig
      * misaligned pointers: undefined behaviour in C, a fault in CUDA. */
     const size_t size = ext_dtype_size(t->dtype), misalignment = (uintptr_t)t->data % size;
     if (numel > 0 && misalignment)
-        return ext_fail(EXT_ERR_VALUE, "%s: %s is not aligned to its %zu-byte elements (its data "
-                        "starts %zu bytes past a multiple of %zu); pass a copy", fn, name, size,
-                        misalignment, size);
+        return ext_fail(EXT_ERR_VALUE, "%s: %s is not aligned to its %zu-byte elements (its "
+                        "address is %zu mod %zu); pass a copy", fn, name, size, misalignment,
+                        size);
     return EXT_OK;
 }
 
