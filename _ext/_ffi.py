@@ -70,6 +70,9 @@ if torch is not None:
     # What Tensor.__dlpack__ returns once its Python-level checks have passed;
     # describe() makes its own checks (below) and names the stream itself.
     _torch_export = getattr(torch._C, "_to_dlpack_versioned", torch._C._to_dlpack)
+    # torch.cuda.current_stream(device).cuda_stream without making a Stream
+    # object (a CUDA build of torch has it)
+    _torch_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 # cffi module ffi -> its lib (describe() and cuda_stream() are given the ffi)
 _LIBS = {}
@@ -171,6 +174,9 @@ def _export(fn, name, x, writable):
 
 def _take(fn, name, capsule):
     """(address of the managed tensor, 1 if versioned), the capsule marked used."""
+    if type(capsule) is not _CAPSULE:
+        raise TypeError("%s: %s's DLPack export is a %s, not a capsule"
+                        % (fn, name, type(capsule).__name__))
     try:
         managed, versioned = _capsule_pointer(capsule, _VERSIONED), 1
     except ValueError:
@@ -208,9 +214,11 @@ def cuda_stream(ffi, x):
     """The stream a CUDA call on x runs on (the one describe() named to x's
     producer), or NULL for a CPU input or a raw capsule."""
     if is_tensor(x):
-        if x.is_cuda:
-            return ffi.cast("void *", torch.cuda.current_stream(x.device).cuda_stream)
-        return ffi.NULL
+        if not x.is_cuda:
+            return ffi.NULL
+        if _torch_raw_stream is not None:
+            return ffi.cast("void *", _torch_raw_stream(x.get_device()))
+        return ffi.cast("void *", torch.cuda.current_stream(x.device).cuda_stream)
     if type(x) is _CAPSULE:
         return ffi.NULL
     stream = _producer_stream(x, *_device_of("cuda_stream", x))

@@ -281,6 +281,16 @@ def test_consumed_capsule():
         describe(legacy)
 
 
+def test_export_that_is_not_a_capsule():
+    class Liar(Producer):
+        def __dlpack__(self, stream=None, **keywords):
+            return self.array
+
+    with pytest.raises(TypeError, match=r"^gelu: input's DLPack export is a ndarray, not a "
+                                        r"capsule$"):
+        describe(Liar(np.ones(2, np.float32)))
+
+
 def test_foreign_capsule():
     import datetime
     with pytest.raises(TypeError, match=r"^gelu: input is a capsule but not a DLPack one"):
@@ -629,6 +639,8 @@ def test_jax_matches_torch(rng, monkeypatch):
 @pytest.mark.gpu
 def test_torch_side_stream_named():
     x = torch.ones(8, device="cuda")
+    default = int(gelu.ffi.cast("uintptr_t", _ffi.cuda_stream(gelu.ffi, x)))
+    assert default == torch.cuda.current_stream().cuda_stream
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         stream = _ffi.cuda_stream(gelu.ffi, x)
