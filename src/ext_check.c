@@ -117,12 +117,36 @@ const char *ext_dtype_name(int dtype)
     }
 }
 
+size_t ext_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case EXT_FLOAT64: case EXT_INT64: return 8;
+    case EXT_FLOAT32: case EXT_INT32: return 4;
+    case EXT_FLOAT16: case EXT_BFLOAT16: case EXT_INT16: return 2;
+    case EXT_UINT8: case EXT_BOOL: case EXT_INT8: return 1;
+    default: return 0;
+    }
+}
+
+/* The product of t's sizes in *n; 1 if it overflows int64 (sizes >= 0). */
+static int numel_overflows(const ext_tensor *t, int64_t *n)
+{
+    *n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] == 0) {
+            *n = 0;
+            return 0;
+        }
+    for (int d = 0; d < t->ndim; d++)
+        if (__builtin_mul_overflow(*n, t->sizes[d], n))
+            return 1;
+    return 0;
+}
+
 int64_t ext_numel(const ext_tensor *t)
 {
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= t->sizes[d];
-    return n;
+    int64_t n;
+    return numel_overflows(t, &n) ? INT64_MAX : n;
 }
 
 int ext_is_contiguous(const ext_tensor *t)
@@ -165,7 +189,13 @@ int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsig
     for (int d = 0; d < t->ndim; d++)
         if (t->sizes[d] < 0)
             return ext_fail(EXT_ERR_VALUE, "%s: %s has a negative size", fn, name);
-    if (t->data == NULL && ext_numel(t) > 0)
+    int64_t numel;
+    if (numel_overflows(t, &numel)) {
+        char shape[256];
+        return ext_fail(EXT_ERR_VALUE, "%s: %s is %s: more elements than a 64-bit count holds",
+                        fn, name, ext_shape_string(t, shape, sizeof shape));
+    }
+    if (t->data == NULL && numel > 0)
         return ext_fail(EXT_ERR_VALUE, "%s: %s has no data pointer", fn, name);
     if (t->dtype < 0 || t->dtype >= 32 || !(mask & EXT_MASK(t->dtype))) {
         char expected[128];
@@ -173,6 +203,13 @@ int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsig
         return ext_fail(EXT_ERR_TYPE, "%s: %s must be %s, got %s", fn, name, expected,
                         ext_dtype_name(t->dtype));
     }
+    /* A misaligned view (a float32 view of bytes [1:]) would be read through
+     * misaligned pointers: undefined behaviour in C, a fault in CUDA. */
+    const size_t size = ext_dtype_size(t->dtype), misalignment = (uintptr_t)t->data % size;
+    if (numel > 0 && misalignment)
+        return ext_fail(EXT_ERR_VALUE, "%s: %s is not aligned to its %zu-byte elements (its "
+                        "address is %zu mod %zu); pass a copy", fn, name, size, misalignment,
+                        size);
     return EXT_OK;
 }
 

@@ -34,12 +34,18 @@ void *ext_calloc(size_t count, size_t size);
 void *ext_realloc(void *ptr, size_t bytes);
 
 const char *ext_dtype_name(int dtype);
+/* Bytes per element of an ext_dtype (0 for EXT_OTHER_DTYPE). */
+size_t ext_dtype_size(int dtype);
+/* The number of elements; INT64_MAX when the sizes' product overflows (which
+ * ext_check_dtype refuses). */
 int64_t ext_numel(const ext_tensor *t);
 /* Row-major contiguity from sizes and strides, as THC computed it: dims of
  * size 1 may have any stride. */
 int ext_is_contiguous(const ext_tensor *t);
 
-/* Descriptor sanity (ndim, sizes, data pointer), then the dtype in `mask`. */
+/* Descriptor sanity (ndim, sizes, data pointer), then the dtype in `mask`,
+ * then the data pointer's alignment to that dtype's elements. Every entry
+ * point calls it for every descriptor before touching data. */
 int ext_check_dtype(const char *fn, const char *name, const ext_tensor *t, unsigned mask);
 int ext_check_contiguous(const char *fn, const char *name, const ext_tensor *t);
 int ext_check_ndim(const char *fn, const char *name, const ext_tensor *t, int ndim);

@@ -1,11 +1,13 @@
 /*
  * ext_tensor.h: the ABI between the Python wrappers and the C shims.
  *
- * The tensor descriptor is the modern THCudaTensor: a plain struct the
- * wrapper fills from a torch tensor or a NumPy array (data pointer, dtype,
- * device, sizes and strides in elements). The shims check everything they
- * need from it (dtype, device, contiguity, shapes) before touching data, as
- * THArgCheck did. Device codes follow DLPack's (kDLCPU = 1, kDLCUDA = 2).
+ * The tensor descriptor is the modern THCudaTensor: a plain struct filled
+ * from the DLPack tensor that the array's producer exports (torch, NumPy,
+ * CuPy, JAX, MXNet...; ext_tensor_from_dlpack, called by _ext/_ffi.py):
+ * data pointer, dtype, device, sizes and strides in elements. The shims
+ * check everything they need from it (dtype, alignment, device, contiguity,
+ * shapes) before touching data, as THArgCheck did. Device codes follow
+ * DLPack's (kDLCPU = 1, kDLCUDA = 2).
  *
  * Every entry point returns an ext_status; on failure ext_last_error() holds
  * a message naming the function and the argument ("gpu_roc: score must be
@@ -59,6 +61,22 @@ typedef struct {
     int64_t sizes[8];
     int64_t strides[8];    /* in elements, not bytes */
 } ext_tensor;
+
+/*
+ * Fill *out from the DLPack managed tensor at address `managed` (what
+ * PyCapsule_GetPointer returned): a DLManagedTensorVersioned if `versioned`,
+ * else a legacy DLManagedTensor. data is DLPack's data + byte_offset; no
+ * strides means compact row-major. Fails, naming fn and name, on a DLPack
+ * major version other than 1, a read-only (or producer-copied) tensor when
+ * `writable`, a dtype or device that no entry point takes, or more than 8
+ * dimensions. The managed tensor stays the caller's: release it with
+ * ext_dlpack_release once *out is no longer used, on failure too.
+ */
+int ext_tensor_from_dlpack(ext_tensor *out, uintptr_t managed, int32_t versioned,
+                           int32_t writable, const char *fn, const char *name);
+
+/* Hand a managed tensor back to its producer (calls its deleter, if any). */
+void ext_dlpack_release(uintptr_t managed, int32_t versioned);
 
 /* The message of the last failed call on this thread ("" if none). */
 const char *ext_last_error(void);

@@ -329,7 +329,7 @@ def call(args):
      "labels must be float32, float64, int32 or int64, got uint8"),
     ("im_labels", torch.ones(1, 3, dtype=torch.bool), TypeError,
      "im_labels must be float32, float64, int32 or int64, got bool"),
-    ("pc_count", [1, 1, 1, 1], TypeError, "pc_count must be a torch.Tensor or a numpy.ndarray"),
+    ("pc_count", [1, 1, 1, 1], TypeError, "pc_count must be an array with __dlpack__"),
     ("pcl_probs", torch.zeros(15), ValueError, "pcl_probs must be 2-D, got 1-D"),
     ("labels", torch.zeros(5, 1), ValueError, r"labels must be \(B,\) or \(1, B\), got \(5, 1\)"),
     ("labels", torch.zeros(1, 4), ValueError,

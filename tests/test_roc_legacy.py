@@ -166,7 +166,7 @@ def test_float64_score_is_a_type_error():
     ("histo2", torch.zeros(10), ValueError, "histo2 has 10 elements but histo1 has 1024"),
     ("histo1", torch.zeros(0), ValueError, "histo1 must have at least one element"),
     ("score", torch.zeros(15), ValueError, "score must be 2-D, got 1-D"),
-    ("labels_g", [0, 0, 0, 0, 0], TypeError, "labels_g must be a torch.Tensor or a numpy.ndarray"),
+    ("labels_g", [0, 0, 0, 0, 0], TypeError, "labels_g must be an array with __dlpack__"),
 ])
 def test_bad_arguments(name, bad, error, message):
     args = legacy_args()
