@@ -490,7 +490,7 @@ def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=No
 def pair_scores(feat_q, feat_g, similarity="cosine"):
     """The (Q, G) float32 scores evaluate() computes from these features: each an
     fp32 dot product (of L2-normalized rows, for cosine) accumulated in index
-    order. On the features' device."""
+    order. On the features' device, an array of feat_q's kind (_ffi.empty_like)."""
     fn = "pair_scores"
     choice(fn, "similarity", similarity, SIMILARITIES)
     require_array(fn, "feat_q", feat_q)
@@ -499,11 +499,7 @@ def pair_scores(feat_q, feat_g, similarity="cosine"):
         if len(x.shape) != 2:
             raise ValueError("%s: %s must be 2-D (N, D), got shape %s" % (fn, name,
                                                                          tuple(x.shape)))
-    shape = (feat_q.shape[0], feat_g.shape[0])
-    if _ffi.is_tensor(feat_q):
-        out = _ffi.torch.empty(shape, dtype=_ffi.torch.float32, device=feat_q.device)
-    else:
-        out = np.empty(shape, np.float32)
+    out = _ffi.empty_like(feat_q, (feat_q.shape[0], feat_g.shape[0]), "float32")
     _ffi.check(ffi, lib, lib.roc_pair_scores(
         _ffi.describe(ffi, fn, "feat_q", feat_q), _ffi.describe(ffi, fn, "feat_g", feat_g),
         SIMILARITY_CODES[similarity], _ffi.describe(ffi, fn, "score", out, writable=True),
