@@ -10,7 +10,9 @@ gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
 histogram dtype. evaluate/roc_curve:
 every mode from a score matrix and from features, one set and two, partial
-tiles, shared-memory and global counters, pair_scores.
+tiles, shared-memory and global counters, pair_scores; ordered same-set
+pairs and a shard of a set's rows; lists of pairs (flat scores and listed
+pairs from features, both index dtypes, every mode); bad flags and indices.
 """
 
 import os
@@ -65,8 +67,72 @@ def evaluator_cases(generator, small):
         labels = torch.cat([labels_q, labels_q, labels_q + 1])
         feats = torch.cat([feat_q, feat_q + 0.1, feat_q - 0.1])
         for mode in ("exact", "binned"):
-            roc.evaluate(labels, None, feat_q=feats, same_set=True, mode=mode)
-            ran += 1
+            for same_set in (True, "ordered"):
+                roc.evaluate(labels, None, feat_q=feats, same_set=same_set, mode=mode)
+                ran += 1
+        ran += shard_cases(labels, feats)
+    return ran + pair_list_cases(generator)
+
+
+def shard_cases(labels, feats):
+    """One set in shards: the evaluator of a shard of rows (what each rank of a
+    group runs), with a session that only knows the shard's first row."""
+    from _ext.roc import _distributed, _evaluate
+
+    class Shard(_distributed.LocalSession):
+        def __init__(self, fn, offset):
+            super().__init__(fn)
+            self.offset = offset
+
+        def row_offset(self, infos, setup):
+            return self.offset
+
+    n, ran = labels.numel(), 0
+    options = _evaluate.Options("evaluate")
+    local = _distributed.session
+    try:
+        for same_set in (True, "ordered"):
+            for begin, end in ((0, n // 3), (n // 3, n)):
+                _distributed.session = lambda fn, group, device=None: Shard(fn, begin)
+                for source in (dict(feat_q=feats[begin:end], feat_g=feats),
+                               dict(score=roc.pair_scores(feats[begin:end], feats))):
+                    counted = _evaluate.all_pairs(
+                        "evaluate", options, labels[begin:end], labels, source.get("score"),
+                        source.get("feat_q"), source.get("feat_g"), same_set, None, "shard")
+                    try:
+                        _evaluate.finish(counted, options)
+                    except ValueError:  # a shard with no genuine pairs (or no impostors)
+                        pass
+                    ran += 1
+    finally:
+        _distributed.session = local
+    return ran
+
+
+def pair_list_cases(generator):
+    ran = 0
+    for n, dim in ((2, 3), (1000, 7), (70_000, 16)):
+        genuine = torch.rand(n, device="cuda", generator=generator) < 0.2
+        genuine[0], genuine[1] = True, False
+        feat = torch.randn(257, dim, device="cuda", generator=generator)
+        for index_dtype in (torch.int32, torch.int64):
+            index_a = torch.randint(0, 257, (n,), device="cuda", generator=generator).to(index_dtype)
+            index_b = torch.randint(0, 257, (n,), device="cuda", generator=generator).to(index_dtype)
+            score = roc.pair_scores(feat, feat)[index_a.long(), index_b.long()].contiguous()
+            score[2::97] = float("nan")
+            for mode in ("exact", "binned", "curve"):
+                roc.evaluate_pairs(genuine, score, mode=mode, chunk=4000)
+                roc.evaluate_pairs(genuine.to(torch.uint8), feat_a=feat, feat_b=feat,
+                                   index_a=index_a, index_b=index_b, mode=mode, chunk=4000)
+                ran += 2
+            bad = index_b.clone()
+            bad[-1] = 257
+            for flags, b in ((genuine, bad), (genuine.to(torch.int64) * 2, index_b)):
+                try:
+                    roc.evaluate_pairs(flags, feat_a=feat, feat_b=feat, index_a=index_a,
+                                       index_b=b)
+                except ValueError:
+                    ran += 1
     return ran
 
 
