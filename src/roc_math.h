@@ -111,6 +111,10 @@ ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint3
 {
     const uint32_t bucket = (key - base) >> shift;
     int64_t lo = ROC_LOAD(lut + bucket), hi = ROC_LOAD(lut + bucket + 1);
+    if (lo == hi) { /* no level in the bucket: the key is inside gap lo */
+        *at = 0;
+        return lo;
+    }
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
         if (ROC_LOAD(levels + mid) < key)

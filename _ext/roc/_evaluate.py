@@ -31,6 +31,7 @@ PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24}
 MAX_BINS = 1 << 30
+FEATURE_TILE_ROWS = 128  # the feature pass's tile (roc_gemm.cuh kBM; the CPU's is 8)
 
 
 # ---------------------------------------------------------------------------
@@ -39,13 +40,14 @@ MAX_BINS = 1 << 30
 class Evaluation:
     """A C evaluator (roc.h) and the arrays it reads, kept alive as long as it."""
 
-    def __init__(self, fn, handle, keep, n_rows, rows_per_unit, device):
+    def __init__(self, fn, handle, keep, n_rows, pairs_per_row, device, row_align=1):
         self.fn = fn
         self.handle = ffi.gc(handle, lib.roc_eval_free)
         self.keep = keep
         self.n_rows = n_rows            # rows (or pairs) to count
-        self.pairs_per_row = rows_per_unit
+        self.pairs_per_row = pairs_per_row
         self.device = device
+        self.row_align = row_align      # steps in whole multiples of this many rows
 
     def check(self, status):
         _ffi.check(ffi, lib, status)
@@ -157,10 +159,14 @@ class Options:
         return {"mode": self.mode, "bins": self.bins, "range": self.range, "fars": self.fars,
                 "far_rule": self.far_rule, "similarity": self.similarity}
 
-    def rows_per_step(self, device, units_per_row):
+    def rows_per_step(self, device, units_per_row, align=1):
+        """Rows (or pairs) per add_rows call: `chunk` pairs, in whole multiples of
+        `align` rows (the feature pass's 128-row tiles: a step that ended inside
+        a tile would have the next step compute that tile again)."""
         kind = "cuda" if device.startswith("cuda") else "cpu"
         chunk = self.chunk or DEFAULT_CHUNK[(kind, "curve" if self.mode == "curve" else "pass")]
-        return max(1, chunk // max(units_per_row, 1))
+        rows = max(1, chunk // max(units_per_row, 1))
+        return max(align, rows // align * align)
 
 
 # ---------------------------------------------------------------------------
@@ -169,7 +175,8 @@ class Options:
 def _count(evaluation, options, session, total_pairs, pairs_in_rows):
     """add_rows over the evaluation's rows in steps, reporting progress (the
     global progress with a group, estimated from this rank's share)."""
-    rows = options.rows_per_step(evaluation.device, evaluation.pairs_per_row)
+    rows = options.rows_per_step(evaluation.device, evaluation.pairs_per_row,
+                                 evaluation.row_align)
     local_total = pairs_in_rows(0, evaluation.n_rows)
     done = 0
     for begin in range(0, evaluation.n_rows, rows):
@@ -242,7 +249,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
                                                  setup["n_codes"], *args[2:],
                                                  _ffi.cuda_stream(ffi, held["codes_q"])))
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
-                          setup["device"])
+                          setup["device"], FEATURE_TILE_ROWS if held["score"] is None else 1)
 
     return _counted(fn, options, session, prepare, create)
 

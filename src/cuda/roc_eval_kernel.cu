@@ -394,14 +394,19 @@ struct PairList {
         const float *ra = a + roc_int_at(index_a, index_dtype, t) * dim;
         const float *rb = b + roc_int_at(index_b, index_dtype, t) * dim;
         float s = 0.0f;
-        if (dim % 4 == 0 && ext_aligned16(ra) && ext_aligned16(rb)) {
-            for (int64_t k = 0; k < dim; k += 4) {
-                const float4 x = __ldg(reinterpret_cast<const float4 *>(ra + k));
-                const float4 y = __ldg(reinterpret_cast<const float4 *>(rb + k));
-                s = fmaf(x.x, y.x, s);
-                s = fmaf(x.y, y.y, s);
-                s = fmaf(x.z, y.z, s);
-                s = fmaf(x.w, y.w, s);
+        if (dim % 8 == 0 && ext_aligned16(ra) && ext_aligned16(rb)) {
+            /* 32 bytes of each row a step: whole sectors, though a warp's lanes
+             * read 32 different rows */
+            for (int64_t k = 0; k < dim; k += 8) {
+                const float4 x0 = __ldg(reinterpret_cast<const float4 *>(ra + k));
+                const float4 x1 = __ldg(reinterpret_cast<const float4 *>(ra + k + 4));
+                const float4 y0 = __ldg(reinterpret_cast<const float4 *>(rb + k));
+                const float4 y1 = __ldg(reinterpret_cast<const float4 *>(rb + k + 4));
+                const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+                const float y[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    s = fmaf(x[u], y[u], s);
             }
         } else {
             for (int64_t k = 0; k < dim; k++)
@@ -476,6 +481,56 @@ __global__ void __launch_bounds__(kThreads)
          t += int64_t(gridDim.x) * blockDim.x)
         counter.pair(0, t, list.score_of(begin + t));
     counter.end_block();
+}
+
+/* Exact mode, flat scores with many levels: the chunk's keys (NaN: NO_KEY, counted),
+ * to be sorted so that equal keys, and keys of one gap, come together. */
+__global__ void flat_keys_kernel(const float *score, int64_t n, uint32_t *keys,
+                                 unsigned long long *totals)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        atomicAdd(&totals[0], (unsigned long long)n);
+    unsigned long long nan = 0;
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const float s = __ldg(score + t);
+        keys[t] = isnan(s) ? ROC_NO_KEY : roc_score_key(s);
+        nan += isnan(s);
+    }
+    for (int offset = 16; offset > 0; offset /= 2)
+        nan += __shfl_down_sync(0xffffffffu, nan, offset);
+    if (threadIdx.x % 32 == 0 && nan)
+        atomicAdd(&totals[1], nan);
+}
+
+/* Exact mode, sorted distinct keys with their counts: one atomic per distinct
+ * key (a level's, or its gap's, with the gap's lowest key), and the top key. */
+__global__ void count_sorted_kernel(const uint32_t *keys, const unsigned long long *counts,
+                                    const int64_t *n_runs, const PassParams p)
+{
+    const int64_t n = *n_runs;
+    const uint32_t lowest = __ldg(p.levels), highest = __ldg(p.levels + p.n_levels - 1);
+    for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < n;
+         r += int64_t(gridDim.x) * blockDim.x) {
+        const uint32_t key = keys[r];
+        const unsigned long long count = counts[r];
+        if (key == ROC_NO_KEY)
+            continue; /* NaN pairs: counted with the keys */
+        int at = 0;
+        int64_t g = key < lowest ? 0 : p.n_levels;
+        if (key >= lowest && key <= highest)
+            g = roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
+        if (at) {
+            atomicAdd(&p.at[g], count);
+        } else {
+            atomicAdd(&p.gap[g], count);
+            atomicMin(&p.gap_min[g], key);
+        }
+        if (r == n - 1) { /* the highest key of the chunk */
+            p.block_top_key[0] = key;
+            p.block_top_count[0] = count;
+        }
+    }
 }
 
 /* Cosine for a list: out = x scaled to unit length, row-major, with the same
@@ -893,6 +948,47 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
     return cudaStreamSynchronize(stream);
 }
 
+/* Exact mode over n flat scores when the levels' counters do not fit in
+ * shared memory: sorted, the pairs of one gap come together, so each distinct
+ * key costs one atomic and the level lookups run in key order, instead of two
+ * scattered atomics a pair (NVIDIA H100, 4e9 pairs with 2.4e7 levels: see
+ * dev/NOTES.md). Memory: a few buffers of n keys (n is the step, `chunk`). */
+cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *score, int64_t n)
+{
+    ExtDeviceArena &arena = ev->arena;
+    cudaStream_t stream = arena.stream();
+    Buffer<uint32_t> keys(arena), sorted(arena), unique(arena);
+    Buffer<unsigned long long> counts(arena);
+    Buffer<int64_t> n_runs(arena);
+    EXT_CUDA_TRY(keys.allocate(n));
+    flat_keys_kernel<<<grid_for(n), kThreads, 0, stream>>>(score, n, keys.get(),
+                                                          ev->totals.get());
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(sorted.allocate(n));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.get(), sorted.get(), n, 0, 32,
+                                              stream);
+    }));
+    keys.release();
+    EXT_CUDA_TRY(unique.allocate(n));
+    EXT_CUDA_TRY(counts.allocate(n));
+    EXT_CUDA_TRY(n_runs.allocate(1));
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(), unique.get(),
+                                                  counts.get(), n_runs.get(), n, stream);
+    }));
+    sorted.release();
+    /* block 0's top slot takes the chunk's highest key, merged like a pass's */
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->block_top_count.get(), 0, sizeof(unsigned long long),
+                                 stream));
+    count_sorted_kernel<<<grid_for(n), kThreads, 0, stream>>>(unique.get(), counts.get(),
+                                                             n_runs.get(), p);
+    EXT_CUDA_TRY(cudaGetLastError());
+    merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(), 1,
+                                          ev->top_key.get(), ev->top_count.get());
+    return cudaGetLastError();
+}
+
 /* A list's features for its kernels: as they are for dot, scaled to unit
  * length (row-major) for cosine; one copy when both sides are one array. */
 cudaError_t prepare_list(roc_eval_cuda *ev)
@@ -1051,6 +1147,8 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
                         : pass_params(ev, row_begin, row_end, keys.get());
     if (list)
         p.n_gallery = n;
+    if (list && ev->src.score && ev->src.mode == kExact && !p.shared_gaps)
+        return count_sorted(ev, p, ev->src.score + row_begin, n);
     if (ev->src.mode == kCurve) {
         EXT_CUDA_TRY(launch_pass<kCurve>(ev, p, row_begin));
         return merge_keys(ev, keys, n);
