@@ -85,6 +85,36 @@ def test_nearest_sklearn_on_scikit_learns_curve_with_ties(rng):
             assert row.tar == insightface_tar(genuine, score, row.far)
 
 
+def test_nearest_sklearn_in_exact_mode_where_corners_cannot_decide():
+    """A horizontal run whose tied impostors make scikit-learn keep an inner
+    point nearer the target than any corner (FAR 0.5: scikit-learn's point at
+    FPR 0.4, TPR 2/3; the corners' nearest is (0.7, 1)): exact mode gives
+    InsightFace's answer by counting the curve."""
+    genuine = np.array([1, 1, 1] + [0] * 10, bool)
+    score = np.array([1.0, 1.0, 0.2, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.1, 0.1, 0.1],
+                     np.float32)
+    report = roc.evaluate_pairs(genuine, score, fars=(0.5, 0.55, 0.05),
+                                far_rule="nearest_sklearn")
+    assert [row.tar for row in report.tar_at_far] == [
+        insightface_tar(genuine, score, far) for far in (0.5, 0.55, 0.05)]
+    assert report.tar_at_far[0].tar == pytest.approx(2 / 3)
+    assert report.mode == "exact" and len(report.fpr) == 5  # still exact mode's corners
+    nearest = roc.evaluate_pairs(genuine, score, fars=(0.5,), far_rule="nearest")
+    assert nearest.tar_at_far[0].tar == 1.0  # the corners' own nearest point
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_nearest_sklearn_in_exact_mode_with_tied_impostors(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        genuine, score = flat_pairs(rng, 400, positive=0.25)
+        score = (np.round(score * 20) / 20).astype(np.float32)  # long runs, many ties
+        fars = tuple(np.linspace(0.01, 0.6, 25))
+        report = roc.evaluate_pairs(genuine, score, fars=fars, far_rule="nearest_sklearn")
+        for row in report.tar_at_far:
+            assert row.tar == insightface_tar(genuine, score, row.far), row.far
+
+
 def test_listed_pairs_score_like_pair_scores(rng):
     feat = rng.normal(size=(60, 24)).astype(np.float32)
     other = rng.normal(size=(40, 24)).astype(np.float32)

@@ -415,7 +415,11 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    "nearest" (the curve point nearest far),
                                    "first_above" (the first point with FPR >= far),
                                    "interpolate" (linear), "nearest_sklearn"
-                                   (InsightFace's IJB rule on scikit-learn's curve)
+                                   (InsightFace's IJB rule on scikit-learn's curve:
+                                   the nearest point, the highest TPR among equally
+                                   near ones; exact mode makes a second pass, in
+                                   curve mode, when a target falls where its corners
+                                   cannot decide the rule)
     device                         where to compute ("cpu", "cuda", "cuda:1"); default:
                                    where the inputs are
     chunk                          pairs per step (bounds the memory of a step)
@@ -433,8 +437,39 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
     options = Options("evaluate", mode=mode, bins=bins, range=range, fars=fars,
                       far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
                       modes=MODES + ("curve",))
-    report, summary = finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q,
-                                       feat_g, same_set, device, group), options)
+
+    def run(options):
+        return finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
+                                same_set, device, group), options)[0]
+    return _nearest_sklearn_exactly(run(options), options, run)
+
+
+def _undecided_nearest_sklearn(report):
+    """Whether exact mode's corners cannot decide InsightFace's rule for some
+    target: where a target lies inside a horizontal run whose end is followed by
+    a vertical step, scikit-learn's inner points of the run (kept where tied
+    impostors make unequal steps, unknown to exact mode) may be nearer than the
+    corner the rule would pick."""
+    fpr, tpr, fa = report.fpr, report.tpr, report.false_accepts
+    for row in report.tar_at_far:
+        k = np.flatnonzero(np.abs(fpr - row.far) == np.abs(fpr - row.far).min())[-1]
+        inside = np.flatnonzero((fpr[:-1] < row.far) & (row.far < fpr[1:]) &
+                                (tpr[:-1] == tpr[1:]) & (fa[1:] - fa[:-1] >= 2))
+        if inside.size and tpr[k] != tpr[inside[0]]:
+            return True
+    return False
+
+
+def _nearest_sklearn_exactly(report, options, run):
+    """The report, with nearest_sklearn's TAR@FAR taken from scikit-learn's whole
+    curve (a second pass, in curve mode) where exact mode's corners cannot decide
+    it; every other field stays exact mode's."""
+    if options.far_rule != "nearest_sklearn" or options.mode != "exact" or \
+            not _undecided_nearest_sklearn(report):
+        return report
+    curve = Options(options.fn, mode="curve", fars=options.fars, far_rule=options.far_rule,
+                    chunk=options.chunk, similarity=options.similarity, modes=("curve",))
+    report.tar_at_far = run(curve).tar_at_far
     return report
 
 
@@ -477,9 +512,11 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
     options = Options("evaluate_pairs", mode=mode, bins=bins, range=range, fars=fars,
                       far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
                       modes=MODES + ("curve",))
-    report, summary = finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
-                                       index_a, index_b, device, group), options)
-    return report
+
+    def run(options):
+        return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
+                                index_a, index_b, device, group), options)[0]
+    return _nearest_sklearn_exactly(run(options), options, run)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
