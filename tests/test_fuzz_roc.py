@@ -1,0 +1,189 @@
+"""Property-based tests of the ROC entry points (Hypothesis): random dtypes,
+shapes, layouts (strided, offset, misaligned, broadcast), special values
+(NaN, +-inf, subnormal, signed zeros) and option values. Each call either
+equals its reference (scikit-learn, numpy.histogram, a float64 NumPy
+histogram) count for count, or raises TypeError / ValueError / RuntimeError /
+MemoryError whose message starts with the function's name."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
+from sklearn.metrics import roc_curve as sk_roc_curve
+
+from _ext import roc
+
+NAMED = (TypeError, ValueError, RuntimeError, MemoryError)
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, 3.4e38, -1.0, 1.0, 0.5]
+
+
+def values(draw, n):
+    base = draw(st.lists(st.floats(-2, 2, allow_nan=False, width=32), min_size=n, max_size=n))
+    special = draw(st.lists(st.sampled_from(SPECIAL), min_size=n, max_size=n))
+    mask = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return np.where(mask, special, base)
+
+
+@st.composite
+def arrays_2d(draw, name):
+    """(array, valid): a 2-D array of some dtype and layout, and whether the
+    evaluator must take it (float32, contiguous, aligned)."""
+    q, g = draw(st.integers(0, 9)), draw(st.integers(0, 9))
+    dtype = draw(st.sampled_from([np.float32, np.float32, np.float32, np.float64, np.float16,
+                                  np.int32]))
+    data = values(draw, q * g).reshape(q, g)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = data.astype(dtype) if dtype != np.int32 else np.nan_to_num(data).astype(dtype)
+    layout = draw(st.sampled_from(["plain", "plain", "transposed", "strided", "misaligned",
+                                   "broadcast", "readonly"]))
+    if layout == "transposed":
+        x = np.ascontiguousarray(x.T).T
+    elif layout == "strided":
+        wide = np.zeros((q, 2 * g), x.dtype)
+        wide[:, ::2] = x
+        x = wide[:, ::2]
+    elif layout == "misaligned" and x.size:
+        raw = np.zeros(x.nbytes + 1, np.uint8)[1:]
+        x = raw.view(x.dtype).reshape(x.shape) if raw.nbytes == x.nbytes else x
+        x[...] = data.astype(dtype) if dtype != np.int32 else 0
+    elif layout == "broadcast" and g:
+        x = np.broadcast_to(x[:, :1], (q, g))
+    elif layout == "readonly":
+        x = x.copy()
+        x.setflags(write=False)
+    contiguous = x.flags.c_contiguous or x.size <= 1 or (
+        layout == "broadcast" and x.shape[1] <= 1) or (layout == "transposed" and
+                                                        min(x.shape) <= 1)
+    aligned = x.ctypes.data % x.itemsize == 0 if x.size else True
+    return x, dtype == np.float32 and contiguous and aligned
+
+
+@st.composite
+def labels(draw, n):
+    dtype = draw(st.sampled_from([np.int64, np.int32, np.uint8, np.float32, np.float64,
+                                  np.uint64, np.bool_]))
+    values_ = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    return np.array(values_).astype(dtype)
+
+
+def sklearn_pairs(labels_q, labels_g, score):
+    genuine = (labels_q.astype(np.float64)[:, None] == labels_g.astype(np.float64)[None, :])
+    keep = ~np.isnan(score)
+    return genuine[keep], score[keep].astype(np.float64)
+
+
+def check_error(error, fn):
+    assert isinstance(error, NAMED), type(error)
+    assert str(error).startswith(fn + ": "), str(error)
+
+
+@given(st.data())
+def test_evaluate(data):
+    score, valid = data.draw(arrays_2d("score"))
+    q, g = score.shape
+    labels_q, labels_g = data.draw(labels(q)), data.draw(labels(g))
+    mode = data.draw(st.sampled_from(["exact", "binned", "curve", "fast"]))
+    bins = data.draw(st.sampled_from([1, 7, 1024, 0, -3, 2.5]))
+    far_rule = data.draw(st.sampled_from(["max_tpr", "nearest", "first_above", "interpolate",
+                                          "nearest_sklearn", "median"]))
+    fars = data.draw(st.sampled_from([(1e-3, 0.1), 0.5, (), (2.0,), "0.1"]))
+    try:
+        report = roc.evaluate(labels_q, labels_g, score=score, mode=mode, bins=bins,
+                              far_rule=far_rule, fars=fars)
+    except NAMED as error:
+        check_error(error, "evaluate")
+        return
+    assert valid, "a score the evaluator must refuse was taken"
+    genuine, s = sklearn_pairs(labels_q, labels_g, score)
+    assert report.n_genuine == genuine.sum() and report.n_impostor == (~genuine).sum()
+    assert report.n_nan == int(np.isnan(score).sum())
+    if mode == "binned":
+        counts, _ = np.histogram(s[genuine].astype(np.float32), bins=bins, range=(-1, 1))
+        np.testing.assert_array_equal(report.counts["genuine"], counts)
+    else:
+        finite = np.clip(s, -1e30, 1e30)  # scikit-learn refuses infinities
+        assert abs(report.auc - roc_auc_score(genuine, finite)) < 1e-12
+        if mode == "curve":
+            fpr, tpr, _ = sk_roc_curve(genuine, finite)
+            np.testing.assert_array_equal(report.fpr, fpr)
+            np.testing.assert_array_equal(report.tpr, tpr)
+
+
+@given(st.data())
+def test_evaluate_pairs(data):
+    n = data.draw(st.integers(0, 40))
+    genuine_dtype = data.draw(st.sampled_from([np.bool_, np.int64, np.int8, np.float32]))
+    flags = np.array(data.draw(st.lists(st.sampled_from([0, 1, 1, 0, 2]), min_size=n,
+                                        max_size=n))).astype(genuine_dtype)
+    score_dtype = data.draw(st.sampled_from([np.float32, np.float32, np.float64]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        score = values(data.draw, n).astype(score_dtype)
+    if data.draw(st.booleans()) and n > 1:
+        score = score[::2]
+    mode = data.draw(st.sampled_from(["exact", "binned", "curve"]))
+    try:
+        report = roc.evaluate_pairs(flags, score, mode=mode, bins=16)
+    except NAMED as error:
+        check_error(error, "evaluate_pairs")
+        return
+    assert genuine_dtype != np.float32 and score_dtype == np.float32
+    assert set(np.unique(flags.astype(np.int64))) <= {0, 1} and score.shape == flags.shape
+    keep = ~np.isnan(score)
+    genuine = flags.astype(bool)[keep]
+    assert report.n_genuine == genuine.sum() and report.n_impostor == (~genuine).sum()
+    if mode != "binned":
+        finite = np.clip(score[keep].astype(np.float64), -1e30, 1e30)
+        assert abs(report.auc - roc_auc_score(genuine, finite)) < 1e-12
+
+
+@given(st.data())
+def test_cpu_roc(data):
+    score, valid = data.draw(arrays_2d("score"))
+    q, g = score.shape
+    label_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.float32, np.float64]))
+    labels_q = data.draw(labels(q)).astype(label_dtype)
+    labels_g = data.draw(labels(g)).astype(label_dtype)
+    nbins = data.draw(st.sampled_from([1, 2, 1024]))
+    histo_dtype = data.draw(st.sampled_from([np.float32, np.float64, np.int64, np.int32]))
+    histo1, histo2 = np.zeros(nbins, histo_dtype), np.zeros(nbins, histo_dtype)
+    try:
+        n_nan = roc.cpu_roc(score, histo1, histo2, labels_q, labels_g)
+    except NAMED as error:
+        check_error(error, "cpu_roc")
+        return
+    assert valid and histo_dtype != np.int32
+    s = score.astype(np.float64)
+    keep = ~np.isnan(s)
+    position = np.clip(np.trunc((s + 1) / 2 * (nbins - 1)), 0, nbins - 1)
+    position = np.where(s >= 1, nbins - 1, np.where(s > -1, position, 0))
+    expected = np.bincount(position[keep].astype(np.int64), minlength=nbins)
+    np.testing.assert_array_equal(histo1, expected)
+    genuine = labels_q[:, None] == labels_g[None, :]
+    expected = np.bincount(position[keep & genuine].astype(np.int64), minlength=nbins)
+    np.testing.assert_array_equal(histo2, expected)
+    assert n_nan == int((~keep).sum())
+
+
+@given(st.data())
+def test_pair_scores(data):
+    feat_q, valid_q = data.draw(arrays_2d("feat_q"))
+    feat_g, valid_g = data.draw(arrays_2d("feat_g"))
+    similarity = data.draw(st.sampled_from(["cosine", "dot", "l2"]))
+    try:
+        out = roc.pair_scores(feat_q, feat_g, similarity=similarity)
+    except NAMED as error:
+        check_error(error, "pair_scores")
+        return
+    assert valid_q and valid_g and feat_q.shape[1] == feat_g.shape[1]
+    q, g = feat_q.astype(np.float64), feat_g.astype(np.float64)
+    if similarity == "cosine":
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            q = q / np.sqrt((q * q).sum(1, keepdims=True))
+            g = g / np.sqrt((g * g).sum(1, keepdims=True))
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = q @ g.T
+    finite = np.isfinite(expected) & (np.abs(expected) < 1e30)
+    scale = np.abs(q).sum(1)[:, None] * np.abs(g).sum(1)[None, :]
+    with np.errstate(invalid="ignore"):
+        assert np.all(np.abs(out[finite] - expected[finite]) <= 1e-5 * scale[finite] + 1e-30)
