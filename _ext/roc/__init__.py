@@ -21,8 +21,6 @@ from features, on the GPU or the CPU):
     fpr, tpr, thresholds = roc.roc_curve(labels_q, labels_g, score=score)
 """
 
-from .. import _ffi
-
 try:
     from ._roc import ffi, lib
 except ImportError as error:  # pragma: no cover - only before `make`
@@ -30,33 +28,9 @@ except ImportError as error:  # pragma: no cover - only before `make`
                       % error) from error
 
 from ._evaluate import RocReport, TarAtFar, evaluate, pair_scores, roc_curve  # noqa: E402
+from ._legacy_op import cpu_roc, gpu_roc  # noqa: E402  (also the ops ext::cpu_roc, ext::gpu_roc)
 
 __all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "pair_scores", "RocReport",
            "TarAtFar", "built_with_cuda"]
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
-
-
-def _legacy_descriptors(fn, score, histo1, histo2, labels_q, labels_g):
-    return (_ffi.describe(ffi, fn, "score", score),
-            _ffi.describe(ffi, fn, "histo1", histo1, writable=True),
-            _ffi.describe(ffi, fn, "histo2", histo2, writable=True),
-            _ffi.describe(ffi, fn, "labels_q", labels_q),
-            _ffi.describe(ffi, fn, "labels_g", labels_g))
-
-
-def cpu_roc(score, histo1, histo2, labels_q, labels_g):
-    """Legacy histogram of CPU tensors or NumPy arrays; returns the NaN count."""
-    n_nan = ffi.new("int64_t *")
-    args = _legacy_descriptors("cpu_roc", score, histo1, histo2, labels_q, labels_g)
-    _ffi.check(ffi, lib, lib.roc_hist_cpu(*args, n_nan))
-    return int(n_nan[0])
-
-
-def gpu_roc(score, histo1, histo2, labels_q, labels_g):
-    """Legacy histogram of CUDA tensors, on their device and the current
-    stream; returns the NaN count once the stream has finished."""
-    n_nan = ffi.new("int64_t *")
-    args = _legacy_descriptors("gpu_roc", score, histo1, histo2, labels_q, labels_g)
-    _ffi.check(ffi, lib, lib.roc_hist_cuda(*args, _ffi.cuda_stream(ffi, score), n_nan))
-    return int(n_nan[0])
