@@ -371,6 +371,7 @@ def test_cuda_compile_fullgraph(rng):
     torch.manual_seed(0)
     check_compiled(ConvModel().cuda(), [sample(rng, (2, 3, 6, 7), 1, device="cuda")[0]])
 
+
 def gpu_vs_cpu(image, kernel, grad_out):
     """conv2d forward and backward on the GPU equal the CPU's: to rounding
     (FMA contraction and the order of the kernel sums differ)."""

@@ -327,7 +327,8 @@ def test_opcheck(rng, size, n_mismatch, mismatch):
                          n_mismatch=n_mismatch)
     opcheck(torch.ops.ext.pcl_loss.default,
             (args[0].clone().requires_grad_(), *args[1:], mismatch))
-    opcheck(torch.ops.ext.pcl_loss_backward.default, (*args, torch.tensor(0.5, dtype=torch.float64)))
+    opcheck(torch.ops.ext.pcl_loss_backward.default,
+            (*args, torch.tensor(0.5, dtype=torch.float64)))
 
 
 def test_op_returns_the_mismatch_report(rng):
