@@ -30,7 +30,6 @@ from _ext import conv, gelu, pcl, trilinear, upsample
 from _ext.pcl.reference import pcl_grad_reference, pcl_loss_reference
 from _ext.trilinear.reference import trilinear_reference
 from test_pcl import sample_inputs
-from test_upsample import reference_resize, reference_resize_backward
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 ERRORS = (TypeError, ValueError, RuntimeError, MemoryError)
@@ -440,7 +439,9 @@ def taps(n_in, n_out, mode, scale, real=np.float64):
     if mode == "align_corners":
         src = o * (real(n_in - 1) / real(n_out - 1)) if n_out > 1 else np.zeros(n_out, real)
     else:
-        ratio = real(1.0 / scale) if scale else real(n_in) / real(n_out)
+        # a ratio that overflows `real` is its largest value, as in upsample_axis.h
+        ratio = real(min(1.0 / scale, np.finfo(real).max)) if scale else \
+            real(n_in) / real(n_out)
         half = real(0.5)
         src = np.maximum(real(0), ratio * (o + half) - half) if mode == "half_pixel" \
             else ratio * o
@@ -464,6 +465,23 @@ def tap_resize(x, size, mode, scale_h, scale_w):
 
     with np.errstate(invalid="ignore", over="ignore"):
         return (1 - lh)[:, None] * row(h0) + lh[:, None] * row(h1)
+
+
+def tap_resize_backward(grad, input_size, mode, scale_h, scale_w):
+    """The gradient of tap_resize: each output's gradient added into the
+    inputs it read, times its weights (torch's scatter), axis by axis; an
+    input nobody read gets exactly 0."""
+    real = grad.dtype.type
+    h0, h1, lh = taps(input_size[0], grad.shape[2], mode, scale_h, real)
+    w0, w1, lw = taps(input_size[1], grad.shape[3], mode, scale_w, real)
+    columns = np.zeros(grad.shape[:3] + (input_size[1],), real)
+    out = np.zeros(grad.shape[:2] + tuple(input_size), real)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.add.at(columns, (slice(None), slice(None), slice(None), w0), (1 - lw) * grad)
+        np.add.at(columns, (slice(None), slice(None), slice(None), w1), lw * grad)
+        np.add.at(out, (slice(None), slice(None), h0), (1 - lh)[:, None] * columns)
+        np.add.at(out, (slice(None), slice(None), h1), lh[:, None] * columns)
+    return out
 
 
 def resize_reference(x, size, mode, scale_h, scale_w):
@@ -490,9 +508,8 @@ def resize_backward_reference(grad, input_size, mode, scale_h, scale_w):
     if grad.numel() == 0:
         return grad.new_zeros(tuple(grad.shape[:2]) + tuple(input_size))
     if numpy_reference(mode, scale_h, scale_w):
-        zeros = np.zeros(tuple(grad.shape[:2]) + tuple(input_size))
-        _, a_h, a_w = reference_resize(zeros, tuple(grad.shape[2:]), mode, (scale_h, scale_w))
-        return torch.from_numpy(reference_resize_backward(grad.numpy(), a_h, a_w))
+        return torch.from_numpy(tap_resize_backward(grad.numpy(), input_size, mode, scale_h,
+                                                    scale_w))
     return torch.ops.aten.upsample_bilinear2d_backward(
         grad, list(grad.shape[2:]), list(grad.shape[:2]) + list(input_size),
         mode == "align_corners", scale_h, scale_w)
@@ -872,7 +889,8 @@ def pcl_problems(draw, device):
         args[position] = torch.cat([args[position].reshape(-1)] * 2)[None, None]
     elif fault == "layout":
         t = args[position]
-        args[position] = laid_out(t.numpy(), t.dtype, "cpu", "strided") if t.dim() == 2 and \
+        # made on the device: a copy to another one would be contiguous
+        args[position] = laid_out(t.numpy(), t.dtype, device, "strided") if t.dim() == 2 and \
             t.shape[-1] > 1 else t
         if args[position].is_contiguous():
             fault = None
