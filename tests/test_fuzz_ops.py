@@ -440,11 +440,14 @@ def taps(n_in, n_out, mode, scale, real=np.float64):
         src = o * (real(n_in - 1) / real(n_out - 1)) if n_out > 1 else np.zeros(n_out, real)
     else:
         # a ratio that overflows `real` is its largest value, as in upsample_axis.h
-        ratio = real(min(1.0 / scale, np.finfo(real).max)) if scale else \
-            real(n_in) / real(n_out)
+        largest = np.finfo(real).max
+        ratio = real(n_in) / real(n_out)
+        if scale:
+            ratio = real(1.0 / scale) if 1.0 / scale < float(largest) else largest
         half = real(0.5)
-        src = np.maximum(real(0), ratio * (o + half) - half) if mode == "half_pixel" \
-            else ratio * o
+        with np.errstate(over="ignore"):  # positions past the largest value: inf
+            src = np.maximum(real(0), ratio * (o + half) - half) if mode == "half_pixel" \
+                else ratio * o
     i0 = np.minimum(np.floor(src), real(n_in - 1))
     i1 = np.minimum(i0 + 1, real(n_in - 1))
     return (i0.astype(np.int64), i1.astype(np.int64),
