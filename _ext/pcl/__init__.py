@@ -168,7 +168,8 @@ def _loss_kernel(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, 
         message = _mismatch_message(labels, gt_assignment, pc_labels, n_mismatch, first)
         if mismatch == "error":
             raise ValueError(message)
-        warnings.warn(PCLLabelMismatchWarning(message, n_mismatch, first), stacklevel=2)
+        # from beneath torch's dispatcher: no stack level reaches the caller
+        warnings.warn(PCLLabelMismatchWarning(message, n_mismatch, first))
     return loss, torch.tensor([n_mismatch, first])
 
 
