@@ -11,6 +11,12 @@
  *            dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)
  *   sigmoid  y = x s,  s = sigmoid(1.702 x)
  *            dy/dx = s + 1.702 x s (1 - s)
+ *
+ * Each slope's second term is the product of x (or x^2) with a factor that
+ * is exactly 0 once the first term has saturated (pdf, 1 - t^2, s (1 - s)).
+ * Past that point the slope is the first term alone: multiplying would give
+ * inf * 0 = NaN where 1.702 x or x^2 overflows (|x| > FLT_MAX / 1.702 or
+ * sqrt(FLT_MAX) in float) and at x = +-inf, whose slopes are 1 and 0.
  */
 #ifndef GELU_MATH_H
 #define GELU_MATH_H
@@ -48,15 +54,23 @@
         if (approximate == GELU_TANH) {                                                       \
             T x_sq = x * x;                                                                   \
             T t = TANH((T)GELU_SQRT_2_PI * (x + (T)GELU_TANH_CUBIC * x_sq * x));             \
+            T sech_sq = (T)1 - t * t;                                                         \
+            if (sech_sq == (T)0)                                                              \
+                return (T)0.5 * ((T)1 + t);                                                   \
             T inner_slope = (T)GELU_SQRT_2_PI * ((T)1 + (T)(3 * GELU_TANH_CUBIC) * x_sq);    \
-            return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * inner_slope;           \
+            return (T)0.5 * ((T)1 + t) + (T)0.5 * x * sech_sq * inner_slope;                  \
         }                                                                                     \
         if (approximate == GELU_SIGMOID) {                                                    \
             T s = (T)1 / ((T)1 + EXP(-(T)GELU_SIGMOID_SLOPE * x));                            \
-            return s + (T)GELU_SIGMOID_SLOPE * x * s * ((T)1 - s);                            \
+            T s_slope = s * ((T)1 - s);                                                       \
+            if (s_slope == (T)0)                                                              \
+                return s;                                                                     \
+            return s + (T)GELU_SIGMOID_SLOPE * x * s_slope;                                   \
         }                                                                                     \
         T cdf = (T)0.5 * ((T)1 + ERF(x * (T)GELU_SQRT1_2));                                   \
         T pdf = EXP((T)-0.5 * x * x) * (T)GELU_INV_SQRT_2PI;                                  \
+        if (pdf == (T)0)                                                                      \
+            return cdf;                                                                       \
         return cdf + x * pdf;                                                                 \
     }
 

@@ -205,6 +205,8 @@ int upsample_bilinear_forward_cpu(const ext_tensor *input, const ext_tensor *out
     const int64_t planes = input->sizes[0] * input->sizes[1];
     const int32_t in_h = (int32_t)input->sizes[2], in_w = (int32_t)input->sizes[3];
     const int32_t out_h = (int32_t)output->sizes[2], out_w = (int32_t)output->sizes[3];
+    if (planes == 0) /* nothing to write: do not build taps for a size nobody reads */
+        return EXT_OK;
     int failed = input->dtype == EXT_FLOAT32
                      ? upsample_forward_f32(input->data, output->data, planes, in_h, in_w,
                                             out_h, out_w, mode, scale_h, scale_w)
@@ -227,6 +229,8 @@ int upsample_bilinear_backward_cpu(const ext_tensor *grad_output, const ext_tens
     const int64_t planes = grad_input->sizes[0] * grad_input->sizes[1];
     const int32_t in_h = (int32_t)grad_input->sizes[2], in_w = (int32_t)grad_input->sizes[3];
     const int32_t out_h = (int32_t)grad_output->sizes[2], out_w = (int32_t)grad_output->sizes[3];
+    if (planes == 0)
+        return EXT_OK;
     int failed = grad_input->dtype == EXT_FLOAT32
                      ? upsample_backward_f32(grad_output->data, grad_input->data, planes, in_h,
                                              in_w, out_h, out_w, mode, scale_h, scale_w)

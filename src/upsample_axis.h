@@ -19,6 +19,7 @@
 #ifndef UPSAMPLE_AXIS_H
 #define UPSAMPLE_AXIS_H
 
+#include <float.h>
 #include <stdint.h>
 
 #include "upsample.h"
@@ -43,19 +44,24 @@ typedef struct {
     int32_t first, middle, end;
 } upsample_readers;
 
-#define UPSAMPLE_DEFINE_AXIS(sfx, T)                                                          \
+#define UPSAMPLE_DEFINE_AXIS(sfx, T, T_MAX)                                                   \
     /* output = w0 input[i0] + w1 input[i1] */                                                \
     typedef struct {                                                                          \
         int32_t i0, i1;                                                                       \
         T w0, w1;                                                                             \
     } upsample_tap_##sfx;                                                                     \
                                                                                               \
-    /* r of upsample.h for an axis of `in` inputs and `out` outputs */                        \
+    /* r of upsample.h for an axis of `in` inputs and `out` outputs. A scale so   */        \
+    /* small (subnormal) that 1 / scale overflows T gives T's largest value: an   */        \
+    /* infinite r would make output 0's position inf * 0 = NaN.                   */        \
     UPSAMPLE_HD T upsample_ratio_##sfx(int32_t in, int32_t out, int32_t mode, double scale)   \
     {                                                                                         \
         if (mode == UPSAMPLE_ALIGN_CORNERS)                                                   \
             return out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0;                               \
-        return scale > 0.0 ? (T)(1.0 / scale) : (T)in / (T)out;                               \
+        if (!(scale > 0.0))                                                                   \
+            return (T)in / (T)out;                                                            \
+        const double ratio = 1.0 / scale;                                                     \
+        return ratio < (double)(T_MAX) ? (T)ratio : (T_MAX);                                  \
     }                                                                                         \
                                                                                               \
     UPSAMPLE_HD upsample_tap_##sfx upsample_tap_##sfx##_at(T ratio, int32_t o, int32_t in,    \
@@ -120,7 +126,7 @@ typedef struct {
         *as_i0 = tap.i1 == tap.i0 ? tap.w0 + tap.w1 : tap.w0;                                 \
     }
 
-UPSAMPLE_DEFINE_AXIS(f32, float)
-UPSAMPLE_DEFINE_AXIS(f64, double)
+UPSAMPLE_DEFINE_AXIS(f32, float, FLT_MAX)
+UPSAMPLE_DEFINE_AXIS(f64, double, DBL_MAX)
 
 #endif /* UPSAMPLE_AXIS_H */

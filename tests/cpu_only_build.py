@@ -11,10 +11,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build_cpu_only(scratch, family):
-    """Copy build.py, the shared sources and `family`'s own files into
+    """Copy build.py, the shared sources and modules and `family`'s own files into
     `scratch`, build there with no CUDA, and return `scratch`."""
-    files = ["build.py", "_ext/__init__.py", "_ext/_ffi.py", "_ext/%s/__init__.py" % family]
-    for pattern in ("src/ext_*", "src/%s.*" % family, "src/%s_*" % family):
+    files = ["build.py", "_ext/__init__.py"]
+    for pattern in ("_ext/_*.py", "_ext/%s/*.py" % family, "src/ext_*", "src/%s.*" % family,
+                    "src/%s_*" % family):
         files += [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern))]
     for name in files:
         os.makedirs(os.path.dirname(os.path.join(scratch, name)), exist_ok=True)

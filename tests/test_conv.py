@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from _ext import _ffi, conv
+from torch_op_checks import check_compiled, opcheck, ops_called
 
 IMAGE_SHAPES = [(1, 1), (5, 7), (16, 16), (33, 64), (64, 31), (1, 1, 8, 8), (2, 3, 17, 20)]
 
@@ -166,6 +167,64 @@ def test_module(rng):
         conv.Conv2d(-1)
 
 
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(radius=True), ValueError, "radius must be an int >= 0, got True"),
+    (dict(radius=1.0), ValueError, "radius must be an int >= 0, got 1.0"),
+    (dict(radius=16384), ValueError, r"radius must be an int >= 0, got 16384 \(at most 16383\)"),
+    (dict(radius=1, channels=0), ValueError, "channels must be None or an int >= 1, got 0"),
+    (dict(radius=1, channels=2.5), ValueError, "channels must be None or an int >= 1"),
+    (dict(radius=1, dtype=torch.int64), TypeError,
+     "dtype must be None, torch.float32 or torch.float64, got torch.int64"),
+    (dict(radius=1, dtype="float64"), TypeError, "dtype must be None, torch.float32"),
+    (dict(radius=1, device="gpu0"), ValueError,
+     "device must be a torch.device or a device string, got 'gpu0'"),
+    (dict(radius=16383, channels=2**20), MemoryError,
+     r"cannot allocate kernel \(1048576, 32767, 32767\) on cpu"),
+])
+def test_module_option_errors(kwargs, error, message):
+    with pytest.raises(error, match="^Conv2d: " + message):
+        conv.Conv2d(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::conv2d and ext::conv2d_backward, and torch.compile
+
+def test_public_entry_points_go_through_the_ops(rng):
+    image, kernel = sample(rng, (1, 2, 5, 6), 1)
+    image.requires_grad_()
+    module = conv.Conv2d(1, dtype=torch.float64)
+    for call in (lambda t: conv.conv2d(t, kernel.requires_grad_()), module):
+        _, names = ops_called(lambda t: call(t).sum().backward(), image)
+        assert "ext.conv2d.default" in names and "ext.conv2d_backward.default" in names
+
+
+@pytest.mark.parametrize("shape,radius,per_channel", [((5, 7), 1, False), ((2, 3, 6, 5), 2, True),
+                                                      ((1, 2, 4, 4), 0, False),
+                                                      ((3, 4), 3, True)])
+def test_opcheck(rng, shape, radius, per_channel):
+    image, kernel = sample(rng, shape, radius, per_channel)
+    opcheck(torch.ops.ext.conv2d.default,
+            (image.clone().requires_grad_(), kernel.clone().requires_grad_()))
+    opcheck(torch.ops.ext.conv2d.default, (image, kernel.clone().requires_grad_()))
+    grad_out = torch.from_numpy(rng.standard_normal(shape))
+    for flags in ((True, True), (True, False), (False, True), (False, False)):
+        opcheck(torch.ops.ext.conv2d_backward.default, (image, kernel, grad_out, *flags))
+
+
+class ConvModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = conv.Conv2d(1, channels=3, dtype=torch.float64)
+
+    def forward(self, image):
+        return self.conv(torch.relu(image) + image).square()
+
+
+def test_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    check_compiled(ConvModel(), [sample(rng, (2, 3, 6, 7), 1)[0]])
+
+
 # ---------------------------------------------------------------------------
 # errors
 
@@ -216,6 +275,18 @@ def test_kernel_side_limit():
              _ffi.describe(conv.ffi, "test", "out", out))
     with pytest.raises(ValueError, match="conv2d: kernel is 32769 x 32769; at most 32767 x 32767"):
         _ffi.check(conv.ffi, conv.lib, conv.lib.conv2d_forward_cpu(*descs))
+
+
+def test_huge_expanded_image_is_refused_before_allocating():
+    image = torch.zeros(1, 1, 1, 1).expand(1, 1, 2**20, 2**20)
+    kernel = torch.zeros(3, 3)
+    with pytest.raises(ValueError, match="^conv2d: image must be contiguous"):
+        conv.conv2d(image, kernel)
+    with pytest.raises(ValueError, match="^conv2d_backward: image must be contiguous"):
+        conv.conv2d_backward(image, kernel, image)
+    with pytest.raises(ValueError, match="^conv2d_backward: kernel must be contiguous"):
+        conv.conv2d_backward(torch.zeros(4, 4), torch.zeros(1, 1).expand(2**15 - 1, 2**15 - 1),
+                             torch.zeros(4, 4))
 
 
 @pytest.mark.parametrize("name", ["image", "kernel"])
@@ -284,6 +355,22 @@ def test_cuda_entry_point_refuses_cpu_tensors():
 
 # ---------------------------------------------------------------------------
 # CUDA against the CPU (GPU machine)
+
+@pytest.mark.gpu
+def test_cuda_opcheck(rng):
+    image, kernel = sample(rng, (2, 3, 6, 5), 2, True, device="cuda")
+    opcheck(torch.ops.ext.conv2d.default,
+            (image.clone().requires_grad_(), kernel.clone().requires_grad_()))
+    grad_out = torch.randn(2, 3, 6, 5, dtype=torch.float64, device="cuda")
+    for flags in ((True, True), (True, False), (False, True)):
+        opcheck(torch.ops.ext.conv2d_backward.default, (image, kernel, grad_out, *flags))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    check_compiled(ConvModel().cuda(), [sample(rng, (2, 3, 6, 7), 1, device="cuda")[0]])
+
 
 def gpu_vs_cpu(image, kernel, grad_out):
     """conv2d forward and backward on the GPU equal the CPU's: to rounding

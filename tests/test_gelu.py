@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from _ext import _ffi, gelu
 from cpu_only_build import build_cpu_only, run_python
+from torch_op_checks import check_compiled, opcheck, ops_called
 
 MODES = ["none", "tanh", "sigmoid"]
 SHAPES = [(0,), (1,), (7,), (4, 5), (3, 0, 2), (2, 3, 5, 7), (1000003,)]
@@ -111,6 +112,63 @@ def test_non_contiguous_grad_output_is_made_contiguous(rng):
     torch.testing.assert_close(x.grad, xr.grad, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype,extremes", [
+    (torch.float32, [3e38, -3e38, 1.7e38, -1.7e38, 3.4028235e38, -3.4028235e38, 2e19, -2e19]),
+    (torch.float64, [1e308, -1e308, 1.7976931348623157e308, -1.7976931348623157e308, 1e160,
+                     -1e160])])
+def test_backward_at_extreme_magnitudes(approximate, dtype, extremes):
+    """Where 1.702 x or x^2 overflows, the slope is its limit: 1 for x > 0
+    and 0 for x < 0 (not inf * 0 = NaN), as torch's float64 autograd of the
+    same formula says there; and so at +-inf."""
+    x = torch.tensor(extremes + [float("inf"), float("-inf")], dtype=dtype, requires_grad=True)
+    (slope,) = torch.autograd.grad(gelu.gelu(x, approximate).sum(), x)
+    expected = (x.detach() > 0).to(dtype)
+    assert torch.equal(slope, expected), slope
+    finite = x.detach()[:-2].double().clamp(-1e10, 1e10).requires_grad_()
+    (reference,) = torch.autograd.grad(reference_gelu(finite, approximate).sum(), finite)
+    assert torch.equal(reference, expected[:-2].double())
+    backward = gelu.gelu_backward(torch.full_like(x, 0.5), x.detach(), approximate)
+    assert torch.equal(backward, 0.5 * expected)
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::gelu and ext::gelu_backward, and torch.compile
+
+def test_public_entry_points_go_through_the_ops(rng):
+    x = sample(rng, (3, 4)).requires_grad_()
+    for call in (lambda t: gelu.gelu(t, "tanh"), gelu.GELU("tanh")):
+        _, names = ops_called(lambda t: call(t).sum().backward(), x)
+        assert "ext.gelu.default" in names and "ext.gelu_backward.default" in names
+    _, names = ops_called(lambda t: gelu.GeluFunction.apply(t, "tanh").sum().backward(), x)
+    assert "ext.gelu_backward.default" in names
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("shape", [(3, 5), (0,), (1,), (2, 0, 3)])
+def test_opcheck(rng, approximate, shape):
+    x = sample(rng, shape)
+    opcheck(torch.ops.ext.gelu.default, (x.requires_grad_(), approximate))
+    opcheck(torch.ops.ext.gelu_backward.default, (sample(rng, shape), x.detach(), approximate))
+    opcheck(torch.ops.ext.gelu.default, (sample(rng, shape, torch.float32),))
+
+
+class GeluModel(torch.nn.Module):
+    def __init__(self, approximate):
+        super().__init__()
+        self.linear = torch.nn.Linear(5, 6, dtype=torch.float64)
+        self.act = gelu.GELU(approximate)
+
+    def forward(self, x):
+        return self.act(self.linear(x)) * 2
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_compile_fullgraph(rng, approximate):
+    torch.manual_seed(0)
+    check_compiled(GeluModel(approximate), [sample(rng, (4, 5))])
+
+
 # ---------------------------------------------------------------------------
 # errors
 
@@ -134,6 +192,15 @@ def test_unknown_approximation(approximate):
         gelu.gelu(torch.zeros(3), approximate)
     with pytest.raises(ValueError, match="GELU: approximate must be"):
         gelu.GELU(approximate)
+
+
+def test_non_contiguous_input_is_refused_before_allocating():
+    """A stride-0 view of 2^40 elements: the message, not torch's allocator."""
+    huge = torch.zeros(1).expand(2**40)
+    with pytest.raises(ValueError, match=r"^gelu: input must be contiguous"):
+        gelu.gelu(huge)
+    with pytest.raises(ValueError, match=r"^gelu_backward: input must be contiguous"):
+        gelu.gelu_backward(huge, huge)
 
 
 def test_not_a_tensor():
@@ -278,6 +345,35 @@ def test_cuda_error_is_an_exception():
     with pytest.raises(RuntimeError, match="gelu: CUDA error: invalid device ordinal"):
         _ffi.check(gelu.ffi, gelu.lib, gelu.lib.gelu_forward_cuda(*descs, 0, gelu.ffi.NULL))
     assert torch.equal(gelu.gelu(x).cpu(), torch.zeros(8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_cuda_backward_at_extreme_magnitudes(approximate):
+    for dtype, big in ((torch.float32, 3e38), (torch.float64, 1e308)):
+        x = torch.tensor([big, -big, float("inf"), float("-inf"), 2.0], dtype=dtype,
+                         device="cuda", requires_grad=True)
+        x_cpu = x.detach().cpu().requires_grad_()
+        (slope,) = torch.autograd.grad(gelu.gelu(x, approximate).sum(), x)
+        (cpu_slope,) = torch.autograd.grad(gelu.gelu(x_cpu, approximate).sum(), x_cpu)
+        assert torch.equal(slope[:4].cpu(), torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=dtype))
+        torch.testing.assert_close(slope.cpu(), cpu_slope, **tolerances(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_cuda_opcheck(rng, approximate):
+    x = sample(rng, (3, 5), device="cuda")
+    opcheck(torch.ops.ext.gelu.default, (x.requires_grad_(), approximate))
+    opcheck(torch.ops.ext.gelu_backward.default,
+            (sample(rng, (3, 5), device="cuda"), x.detach(), approximate))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_cuda_compile_fullgraph(rng, approximate):
+    torch.manual_seed(0)
+    check_compiled(GeluModel(approximate).cuda(), [sample(rng, (4, 5), device="cuda")])
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from _ext import _ffi, pcl
+from torch_op_checks import check_compiled, opcheck, ops_called
 
 NAMES = pcl.INPUT_NAMES
 
@@ -308,6 +309,86 @@ def test_mismatch_of_an_absent_class_is_not_counted(rng):
 
 
 # ---------------------------------------------------------------------------
+# the custom ops ext::pcl_loss and ext::pcl_loss_backward, and torch.compile
+
+def test_public_entry_points_go_through_the_ops(rng):
+    args = sample_inputs(rng, 30, 4, 3, dtype=torch.float64)
+    probs = args[0].clone().requires_grad_()
+    for call in (pcl.pcl_loss, pcl.PCLLoss()):
+        _, names = ops_called(lambda p: call(p, *args[1:]).backward(), probs)
+        assert "ext.pcl_loss.default" in names and "ext.pcl_loss_backward.default" in names
+
+
+@pytest.mark.parametrize("size,n_mismatch,mismatch", [((30, 4, 3), 0, "warn"),
+                                                      ((40, 5, 6), 2, "ignore"),
+                                                      ((1, 2, 0), 0, "error")])
+def test_opcheck(rng, size, n_mismatch, mismatch):
+    args = sample_inputs(rng, *size, dtype=torch.float64, index_dtype=torch.int64,
+                         n_mismatch=n_mismatch)
+    opcheck(torch.ops.ext.pcl_loss.default,
+            (args[0].clone().requires_grad_(), *args[1:], mismatch))
+    opcheck(torch.ops.ext.pcl_loss_backward.default,
+            (*args, torch.tensor(0.5, dtype=torch.float64)))
+
+
+def test_op_returns_the_mismatch_report(rng):
+    args = sample_inputs(rng, 200, 6, 8, n_mismatch=3)
+    _, _, mismatches = seed_reference(args)
+    loss, report = torch.ops.ext.pcl_loss(*args, "ignore")
+    assert report.dtype == torch.int64 and report.device.type == "cpu"
+    assert report.tolist() == [3, mismatches[0]]
+    assert torch.equal(loss, pcl.pcl_forward(*args)[0])
+
+
+class PCLModel(torch.nn.Module):
+    """Proposal scores from features, softmax over the classes, the PCL loss."""
+
+    def __init__(self, n_features, n_classes, mismatch):
+        super().__init__()
+        self.linear = torch.nn.Linear(n_features, n_classes, dtype=torch.float64)
+        self.loss = pcl.PCLLoss(mismatch)
+
+    def forward(self, features, *rest):
+        return self.loss(torch.softmax(self.linear(features), dim=1), *rest)
+
+
+def test_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    args = sample_inputs(rng, 60, 5, 7, dtype=torch.float64)
+    features = torch.from_numpy(rng.standard_normal((60, 9)))
+    check_compiled(PCLModel(9, 5, "warn"), [features, *args[1:]])
+
+
+def test_compiled_model_still_applies_the_mismatch_policy(rng):
+    args = sample_inputs(rng, 60, 5, 7, dtype=torch.float64, n_mismatch=2)
+    features = torch.from_numpy(rng.standard_normal((60, 9)))
+    torch._dynamo.reset()
+    warn = torch.compile(PCLModel(9, 5, "warn"), fullgraph=True)
+    with pytest.warns(pcl.PCLLabelMismatchWarning, match="pcl_loss: 2 proposals"):
+        warn(features, *args[1:])
+    error = torch.compile(PCLModel(9, 5, "error"), fullgraph=True)
+    with pytest.raises(ValueError, match="pcl_loss: 2 proposals"):
+        error(features, *args[1:])
+
+
+def test_numpy_inputs_other_than_probs(rng):
+    """The inputs other than pcl_probs may be NumPy arrays, read-only too."""
+    args = sample_inputs(rng, 50, 4, 5, dtype=torch.float64)
+    arrays = [t.numpy().copy() for t in args[1:]]
+    for array in arrays:
+        array.setflags(write=False)
+    probs = args[0].clone().requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss = pcl.pcl_loss(probs, *arrays)
+    loss.backward()
+    ref_loss, ref_grad = run_op(args)
+    assert torch.equal(loss.detach(), ref_loss) and torch.equal(probs.grad, ref_grad)
+    with pytest.raises(TypeError, match="^pcl_loss: labels has a dtype torch cannot take"):
+        pcl.pcl_loss(args[0], arrays[0].astype(">f8"), *arrays[1:])
+
+
+# ---------------------------------------------------------------------------
 # errors
 
 def good_args():
@@ -353,6 +434,23 @@ def test_bad_arguments(name, bad, error, message):
     args[name] = bad
     with pytest.raises(error, match="pcl_loss: " + message):
         call(args)
+
+
+@pytest.mark.parametrize("mismatch", [None, 1, ["warn"], np.array(["warn", "error"])])
+def test_mismatch_policy_of_another_type(mismatch):
+    with pytest.raises(ValueError, match="^pcl_loss: mismatch must be one of warn, error, "
+                                         "ignore"):
+        pcl.pcl_loss(*[good_args()[n] for n in NAMES], mismatch=mismatch)
+    with pytest.raises(ValueError, match="^PCLLoss: mismatch must be one of"):
+        pcl.PCLLoss(mismatch)
+
+
+def test_huge_expanded_probs_are_refused_before_allocating():
+    args = good_args()
+    tensors = [args[n] for n in NAMES]
+    tensors[0] = torch.zeros(1, 1).expand(5, 2**40)
+    with pytest.raises(ValueError, match="^pcl_loss_backward: pcl_probs must be contiguous"):
+        pcl.pcl_backward(*tensors, torch.ones(()))
 
 
 def test_probs_must_be_a_tensor():
@@ -464,6 +562,24 @@ def test_cuda_entry_point_refuses_cpu_tensors():
 
 def to_cuda(args):
     return [t.cuda() for t in args]
+
+
+@pytest.mark.gpu
+def test_cuda_opcheck(rng):
+    args = to_cuda(sample_inputs(rng, 40, 5, 6, dtype=torch.float64, index_dtype=torch.int64,
+                                 n_mismatch=2))
+    opcheck(torch.ops.ext.pcl_loss.default,
+            (args[0].clone().requires_grad_(), *args[1:], "ignore"))
+    opcheck(torch.ops.ext.pcl_loss_backward.default,
+            (*args, torch.tensor(0.5, dtype=torch.float64, device="cuda")))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    args = to_cuda(sample_inputs(rng, 60, 5, 7, dtype=torch.float64))
+    features = torch.from_numpy(rng.standard_normal((60, 9))).cuda()
+    check_compiled(PCLModel(9, 5, "warn").cuda(), [features, *args[1:]])
 
 
 @pytest.mark.gpu

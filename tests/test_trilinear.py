@@ -8,6 +8,7 @@ import torch
 from _ext import _ffi, trilinear
 from _ext.trilinear.reference import trilinear_reference
 from cpu_only_build import build_cpu_only, run_python
+from torch_op_checks import check_compiled, opcheck, ops_called
 
 # (N, F): one point, odd F, F not a multiple of a 16-byte vector, large F
 SHAPES = [(1, 1), (1, 4), (7, 3), (5, 5), (33, 8), (300, 37), (64, 256), (3, 4099)]
@@ -126,6 +127,58 @@ def test_empty(rng, n_points, n_feats):
     out.sum().backward()
     assert feats.grad.shape == feats.shape
     assert torch.equal(points.grad, torch.zeros(n_points, 3, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::trilinear_interpolation and its backward, and torch.compile
+
+def test_public_entry_points_go_through_the_ops(rng):
+    feats, points = sample(rng, 5, 4)
+    feats.requires_grad_()
+    points.requires_grad_()
+    for call in (trilinear.trilinear_interpolation, trilinear.TrilinearInterpolation()):
+        _, names = ops_called(lambda f, p: call(f, p).sum().backward(), feats, points)
+        assert "ext.trilinear_interpolation.default" in names
+        assert "ext.trilinear_interpolation_backward.default" in names
+
+
+@pytest.mark.parametrize("n_points,n_feats", [(5, 4), (1, 1), (0, 3), (3, 0)])
+def test_opcheck(rng, n_points, n_feats):
+    feats, points = sample(rng, n_points, n_feats)
+    opcheck(torch.ops.ext.trilinear_interpolation.default,
+            (feats.clone().requires_grad_(), points.clone().requires_grad_()))
+    opcheck(torch.ops.ext.trilinear_interpolation.default,
+            (feats.clone().requires_grad_(), points))
+    grad_out = torch.from_numpy(rng.standard_normal((n_points, n_feats)))
+    for flags in ((True, True), (True, False), (False, True), (False, False)):
+        opcheck(torch.ops.ext.trilinear_interpolation_backward.default,
+                (grad_out, feats, points, *flags))
+
+
+class TrilinearModel(torch.nn.Module):
+    """Learnable corner features, interpolated at points squashed into the cube."""
+
+    def __init__(self, n_points, n_feats):
+        super().__init__()
+        self.feats = torch.nn.Parameter(torch.randn(n_points, 8, n_feats, dtype=torch.float64))
+        self.layer = trilinear.TrilinearInterpolation()
+
+    def forward(self, points):
+        return self.layer(self.feats * 2, torch.tanh(points)).square()
+
+
+def test_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    check_compiled(TrilinearModel(6, 5), [sample(rng, 6, 5)[1]])
+
+
+def test_huge_expanded_feats_are_refused_before_allocating():
+    feats = torch.zeros(1, 8, 1).expand(2**30, 8, 2**12)
+    with pytest.raises(ValueError, match="^trilinear_interpolation: feats must be contiguous"):
+        trilinear.trilinear_interpolation(feats, torch.zeros(1, 3).expand(2**30, 3))
+    with pytest.raises(ValueError, match="^trilinear_interpolation_backward: feats must be "
+                                         "contiguous"):
+        trilinear.trilinear_backward(torch.zeros(1, 1), feats, torch.zeros(1, 3))
 
 
 # ---------------------------------------------------------------------------
@@ -298,6 +351,23 @@ def test_cuda_runs_on_the_current_stream(rng):
         out = trilinear.trilinear_forward(device_feats, device_points)
     side.synchronize()
     torch.testing.assert_close(out.cpu(), trilinear.trilinear_forward(feats, points))
+
+
+@pytest.mark.gpu
+def test_cuda_opcheck(rng):
+    feats, points = sample(rng, 5, 4, device="cuda")
+    opcheck(torch.ops.ext.trilinear_interpolation.default,
+            (feats.clone().requires_grad_(), points.clone().requires_grad_()))
+    grad_out = torch.randn(5, 4, dtype=torch.float64, device="cuda")
+    for flags in ((True, True), (True, False), (False, True)):
+        opcheck(torch.ops.ext.trilinear_interpolation_backward.default,
+                (grad_out, feats, points, *flags))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    check_compiled(TrilinearModel(6, 5).cuda(), [sample(rng, 6, 5, device="cuda")[1]])
 
 
 @pytest.mark.gpu

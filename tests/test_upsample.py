@@ -5,6 +5,7 @@ gradcheck; edge shapes; every error of the shim; CUDA against the CPU and
 against torch's CUDA kernels on a GPU machine."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 from _ext import _ffi, upsample
 from cpu_only_build import build_cpu_only, run_python
+from torch_op_checks import check_compiled, opcheck, ops_called
 
 try:
     import onnx
@@ -303,6 +305,86 @@ def test_empty_batch_or_channels(shape):
     assert x.grad.shape == shape
 
 
+@pytest.mark.parametrize("dtype,scale", [(torch.float64, 1e-310), (torch.float64, 5e-324),
+                                         (torch.float32, 1e-39), (torch.float32, 1e-300)])
+@pytest.mark.parametrize("mode", ["half_pixel", "asymmetric"])
+def test_backward_with_a_subnormal_scale(rng, dtype, scale, mode):
+    """1 / scale overflows the type: every output reads the last input, but
+    asymmetric's output 0 (position 0 * r), which reads the first. No NaN."""
+    grad = sample(rng, (1, 2, 3, 5), dtype)
+    grad_input = upsample.upsample_bilinear_backward(grad, (4, 6), scale_factor=scale,
+                                                     coordinate_mode=mode)
+    reads_first = 1 if mode == "asymmetric" else 0
+    expected = torch.zeros(1, 2, 4, 6, dtype=torch.float64)
+    g = grad.double()
+    for rows, h in ((slice(0, reads_first), 0), (slice(reads_first, None), 3)):
+        for cols, w in ((slice(0, reads_first), 0), (slice(reads_first, None), 5)):
+            expected[:, :, h, w] += g[:, :, rows, cols].sum(dim=(2, 3))
+    torch.testing.assert_close(grad_input, expected.to(dtype), **tolerances(dtype))
+
+
+def test_empty_batch_to_a_huge_size_does_no_work():
+    """N = 0: nothing to write, so no tables for 2^27 outputs per axis (4 GiB)."""
+    x = torch.zeros(0, 3, 4, 4)
+    start = time.perf_counter()
+    out = upsample.upsample_bilinear(x, size=(2**27, 2**27))
+    grad = upsample.upsample_bilinear_backward(torch.zeros(0, 3, 4, 4), (2**27, 2**27),
+                                               scale_factor=2**-25)
+    assert time.perf_counter() - start < 0.5
+    assert out.shape == (0, 3, 2**27, 2**27) and grad.shape == (0, 3, 2**27, 2**27)
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), scale_factor=1e300),
+     ValueError, r"^upsample_bilinear: scale_factor 1e\+300 makes the output 4e\+300 x "
+                 r"4e\+300; its height and width must be below 2\^31"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), scale_factor=10**400),
+     ValueError, "^upsample_bilinear: scale_factor must be positive and finite"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), size=(2**31, 2)),
+     ValueError, r"^upsample_bilinear: size must be below 2\^31, got \(2147483648, 2\)"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), size=(2**30, 2**30)),
+     MemoryError, r"^upsample_bilinear: cannot allocate the output \(1, 1, 1073741824, "
+                  r"1073741824\) on cpu"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 1, 1).expand(2**20, 2**20, 1, 1),
+                                        scale_factor=2),
+     ValueError, "^upsample_bilinear: input must be contiguous"),
+    (lambda: upsample.upsample_bilinear_backward(torch.zeros(1, 1, 1, 1).expand(
+        2**20, 2**20, 1, 1), (2, 2)), ValueError,
+     "^upsample_bilinear_backward: grad_output must be contiguous"),
+    (lambda: upsample.upsample_bilinear_backward(torch.zeros(1, 1, 4, 4), (-1, 2)),
+     ValueError, r"^upsample_bilinear_backward: input_size must be in \[0, 2\^31\), got "
+                 r"\(-1, 2\)"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), scale_factor=2,
+                                        recompute_scale_factor="yes"),
+     TypeError, "^upsample_bilinear: recompute_scale_factor must be True, False or None, "
+                "got 'yes'"),
+    (lambda: upsample.upsample_bilinear(torch.zeros(1, 1, 4, 4), scale_factor=2,
+                                        coordinate_mode=["half_pixel"]),
+     ValueError, "^upsample_bilinear: coordinate_mode must be"),
+    (lambda: upsample.upsample_bilinear_backward(torch.zeros(1, 1, 4, 4), (2, 2),
+                                                 scale_factor=float("inf")),
+     ValueError, "^upsample_bilinear_backward: scale_factor must be positive and finite"),
+    (lambda: upsample.output_size(None, scale_factor=2), TypeError,
+     "^upsample_bilinear: input_size must be an int or a pair of ints, got None"),
+    (lambda: upsample.UpsampleBilinearFunction.apply(torch.zeros(1, 1, 2, 2), (4, 4), "bilinear",
+                                                     (0.0, 0.0)),
+     ValueError, "^upsample_bilinear: coordinate_mode must be"),
+    (lambda: upsample.UpsampleBilinearFunction.apply(torch.zeros(1, 1, 2, 2), (4, 4),
+                                                     "half_pixel", None),
+     TypeError, "^upsample_bilinear: scales must be a number or a pair of numbers, got None"),
+    (lambda: upsample.UpsampleBilinearFunction.apply(torch.zeros(1, 1, 2, 2), (4, "4"),
+                                                     "half_pixel", (0, 0)),
+     TypeError, "^upsample_bilinear: output_size must be an int or a pair of ints"),
+    (lambda: upsample.UpsampleBilinear(size=2**31), ValueError,
+     r"^UpsampleBilinear: size must be below 2\^31"),
+    (lambda: upsample.UpsampleBilinear(scale_factor=2, recompute_scale_factor=1), TypeError,
+     "^UpsampleBilinear: recompute_scale_factor must be True, False or None"),
+])
+def test_option_and_size_errors_name_the_function(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
 def test_mode_names():
     x = torch.arange(6.0).view(1, 1, 2, 3)
     default = upsample.upsample_bilinear(x, scale_factor=2)
@@ -313,6 +395,49 @@ def test_mode_names():
     assert torch.equal(corners, upsample.upsample_bilinear(
         x, scale_factor=2, coordinate_mode="align_corners", align_corners=True))
     assert not torch.equal(default, corners)
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::upsample_bilinear and its backward, and torch.compile
+
+def test_public_entry_points_go_through_the_ops(rng):
+    x = sample(rng, (1, 2, 3, 4)).requires_grad_()
+    for call in (lambda t: upsample.upsample_bilinear(t, scale_factor=2),
+                 upsample.UpsampleBilinear(size=(5, 7), align_corners=True)):
+        _, names = ops_called(lambda t: call(t).sum().backward(), x)
+        assert "ext.upsample_bilinear.default" in names
+        assert "ext.upsample_bilinear_backward.default" in names
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape,size,scales", [((2, 3, 4, 5), (7, 9), (0.0, 0.0)),
+                                               ((1, 2, 5, 3), (12, 4), (2.5, 1.5)),
+                                               ((1, 1, 1, 1), (3, 1), (3.0, 1.0)),
+                                               ((0, 2, 3, 3), (6, 6), (0.0, 0.0))])
+def test_opcheck(rng, mode, shape, size, scales):
+    x = sample(rng, shape)
+    opcheck(torch.ops.ext.upsample_bilinear.default,
+            (x.requires_grad_(), size, mode, *scales))
+    grad = sample(rng, shape[:2] + size)
+    opcheck(torch.ops.ext.upsample_bilinear_backward.default, (grad, shape[2:], mode, *scales))
+
+
+class UpsampleModel(torch.nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 1, 1, dtype=torch.float64))
+        self.up = upsample.UpsampleBilinear(**options)
+
+    def forward(self, x):
+        return self.up(x * self.weight).square()
+
+
+@pytest.mark.parametrize("options", [dict(scale_factor=2), dict(scale_factor=(1.7, 0.6)),
+                                     dict(size=(5, 11), coordinate_mode="asymmetric"),
+                                     dict(size=(9, 4), align_corners=True)])
+def test_compile_fullgraph(rng, options):
+    torch.manual_seed(0)
+    check_compiled(UpsampleModel(**options), [sample(rng, (2, 3, 4, 6))])
 
 
 # ---------------------------------------------------------------------------
@@ -515,6 +640,35 @@ def test_cuda_runs_on_the_current_stream(rng):
     torch.testing.assert_close(grad.cpu(), upsample.upsample_bilinear_backward(expected, (64, 64),
                                                                                2),
                                **tolerances(torch.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_cuda_opcheck(rng, mode):
+    x = sample(rng, (1, 2, 5, 3), device="cuda")
+    opcheck(torch.ops.ext.upsample_bilinear.default,
+            (x.requires_grad_(), (12, 4), mode, 2.5, 1.5))
+    opcheck(torch.ops.ext.upsample_bilinear_backward.default,
+            (sample(rng, (1, 2, 12, 4), device="cuda"), (5, 3), mode, 2.5, 1.5))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_fullgraph(rng):
+    torch.manual_seed(0)
+    check_compiled(UpsampleModel(scale_factor=(1.7, 2)).cuda(),
+                   [sample(rng, (2, 3, 4, 6), device="cuda")])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,scale", [(torch.float64, 1e-310), (torch.float32, 1e-39)])
+def test_cuda_backward_with_a_subnormal_scale(rng, dtype, scale):
+    grad = sample(rng, (1, 2, 3, 5), dtype)
+    for mode in ("half_pixel", "asymmetric"):
+        cpu = upsample.upsample_bilinear_backward(grad, (4, 6), scale, coordinate_mode=mode)
+        gpu = upsample.upsample_bilinear_backward(grad.cuda(), (4, 6), scale,
+                                                  coordinate_mode=mode)
+        assert torch.isfinite(gpu).all()
+        torch.testing.assert_close(gpu.cpu(), cpu, **tolerances(dtype))
 
 
 @pytest.mark.gpu

@@ -7,15 +7,19 @@
     layer = gelu.GELU(approximate="none")     # the same as an nn.Module
 
 x is a contiguous float32 or float64 tensor of any shape, on the CPU or a
-CUDA device (the kernels run on the caller's current stream). gelu() is
-differentiable (GeluFunction); gelu_forward() and gelu_backward() are the raw
-entry points without autograd. Formulas: src/gelu_math.h.
+CUDA device (the kernels run on the caller's current stream). gelu() is the
+custom op ext::gelu (torch.ops.ext.gelu), differentiable and traceable by
+torch.compile(fullgraph=True); its gradient is the op ext::gelu_backward.
+gelu_forward() and gelu_backward() are the raw entry points without autograd,
+and the two ops' kernels; GeluFunction is the same as an autograd.Function.
+Formulas: src/gelu_math.h.
 """
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from .. import _ffi
+from .._tensors import empty_like, require_contiguous, require_tensor
 
 try:
     from ._gelu import ffi, lib
@@ -35,17 +39,13 @@ def _approximation_code(fn, approximate):
     return APPROXIMATIONS[approximate]
 
 
-def _require_tensor(fn, name, x):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (fn, name, type(x).__name__))
-
-
 def gelu_forward(x, approximate="none"):
     """GELU(x) as a new tensor, without autograd."""
     fn = "gelu"
-    _require_tensor(fn, "input", x)
+    require_tensor(fn, "input", x)
     code = _approximation_code(fn, approximate)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    require_contiguous(fn, "input", x)
+    out = empty_like(fn, "the output", x)
     args = (_ffi.describe(ffi, fn, "input", x), _ffi.describe(ffi, fn, "output", out), code)
     if x.is_cuda:
         status = lib.gelu_forward_cuda(*args, _ffi.cuda_stream(ffi, x))
@@ -58,10 +58,11 @@ def gelu_forward(x, approximate="none"):
 def gelu_backward(grad_output, x, approximate="none"):
     """grad_output * GELU'(x) as a new tensor, without autograd."""
     fn = "gelu_backward"
-    _require_tensor(fn, "grad_output", grad_output)
-    _require_tensor(fn, "input", x)
+    require_tensor(fn, "grad_output", grad_output)
+    require_tensor(fn, "input", x)
     code = _approximation_code(fn, approximate)
-    grad_input = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    require_contiguous(fn, "input", x)
+    grad_input = empty_like(fn, "grad_input", x)
     args = (_ffi.describe(ffi, fn, "grad_output", grad_output),
             _ffi.describe(ffi, fn, "input", x),
             _ffi.describe(ffi, fn, "grad_input", grad_input), code)
@@ -73,30 +74,69 @@ def gelu_backward(grad_output, x, approximate="none"):
     return grad_input
 
 
+# ---------------------------------------------------------------------------
+# the custom ops ext::gelu and ext::gelu_backward: the raw entry points as
+# kernels for every device, shapes for tracing, and the gradient formula
+
+_library = torch.library.Library("ext", "FRAGMENT")
+_library.define("gelu(Tensor input, str approximate='none') -> Tensor")
+_library.define("gelu_backward(Tensor grad_output, Tensor input, str approximate='none') "
+                "-> Tensor")
+_library.impl("gelu", gelu_forward, "CompositeExplicitAutograd")
+_library.impl("gelu_backward", gelu_backward, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("ext::gelu", lib=_library)
+def _gelu_fake(x, approximate="none"):
+    _approximation_code("gelu", approximate)
+    return x.new_empty(x.shape)
+
+
+@torch.library.register_fake("ext::gelu_backward", lib=_library)
+def _gelu_backward_fake(grad_output, x, approximate="none"):
+    _approximation_code("gelu_backward", approximate)
+    return x.new_empty(x.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    x, approximate = inputs
+    ctx.approximate = approximate
+    ctx.save_for_backward(x)
+
+
+def _backward(ctx, grad_output):
+    (x,) = ctx.saved_tensors
+    return _gelu_backward_op(grad_output.contiguous(), x, ctx.approximate), None
+
+
+torch.library.register_autograd("ext::gelu", _backward, setup_context=_setup_context,
+                                lib=_library)
+_gelu_op = torch.ops.ext.gelu.default
+_gelu_backward_op = torch.ops.ext.gelu_backward.default
+
+
 class GeluFunction(torch.autograd.Function):
-    """GELU with its gradient: GeluFunction.apply(x, approximate)."""
+    """GELU with its gradient: GeluFunction.apply(x, approximate), the
+    autograd.Function form of ext::gelu (the same kernel and formula)."""
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
-        ctx.approximate = approximate
-        ctx.save_for_backward(x)
-        return gelu_forward(x, approximate)
+        out = gelu_forward(x, approximate)
+        _setup_context(ctx, (x, approximate), out)
+        return out
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return gelu_backward(grad_output.contiguous(), x, ctx.approximate), None
+    backward = staticmethod(once_differentiable(_backward))
 
 
 def gelu(x, approximate="none"):
-    """GELU of a contiguous float32/float64 tensor, differentiable.
+    """GELU of a contiguous float32/float64 tensor, differentiable: ext::gelu.
 
     approximate: "none" (erf form) and "tanh" equal torch.nn.functional.gelu;
     "sigmoid" is x * sigmoid(1.702 x).
     """
+    require_tensor("gelu", "input", x)
     _approximation_code("gelu", approximate)
-    return GeluFunction.apply(x, approximate)
+    return _gelu_op(x, approximate)
 
 
 class GELU(torch.nn.Module):

@@ -40,13 +40,22 @@ with a positive label, a pc_label outside [0, C), or a fractional index is a
 ValueError naming the first offending element; nothing is read out of bounds.
 CUDA calls run on the current stream and return once it has finished them
 (the checks are read back from the device).
+
+pcl_loss() is the custom op ext::pcl_loss (torch.ops.ext.pcl_loss(*nine_inputs,
+mismatch) returns the loss and an int64 CPU tensor [count, first proposal] of
+the mismatches, and warns or raises itself), traceable by
+torch.compile(fullgraph=True), with the op ext::pcl_loss_backward as its
+gradient. pcl_forward() and pcl_backward() are the raw entry points without
+autograd.
 """
 
 import warnings
 
+import numpy as np
 import torch
 
 from .. import _ffi
+from .._tensors import empty_like, require_contiguous, require_tensor
 
 try:
     from ._pcl import ffi, lib
@@ -117,7 +126,8 @@ def pcl_backward(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, 
     inputs, descriptors = _inputs(fn, (pcl_probs, labels, cls_loss_weights, gt_assignment,
                                        pc_labels, pc_probs, pc_count, img_cls_loss_weights,
                                        im_labels))
-    grad_probs = torch.empty(pcl_probs.shape, dtype=pcl_probs.dtype, device=pcl_probs.device)
+    require_contiguous(fn, "pcl_probs", pcl_probs)
+    grad_probs = empty_like(fn, "grad_probs", pcl_probs)
     grad_loss_desc = _ffi.describe(ffi, fn, "grad_loss", grad_loss)
     grad_desc = _ffi.describe(ffi, fn, "grad_probs", grad_probs, writable=True)
     if pcl_probs.is_cuda:
@@ -140,11 +150,81 @@ def _mismatch_message(labels, gt_assignment, pc_labels, n_mismatch, first):
                first, label, cluster, cluster_label))
 
 
+def _check_policy(fn, mismatch):
+    if not (isinstance(mismatch, str) and mismatch in MISMATCH_POLICIES):
+        raise ValueError("%s: mismatch must be one of %s, got %r"
+                         % (fn, ", ".join(MISMATCH_POLICIES), mismatch))
+
+
+def _loss_kernel(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
+                 pc_count, img_cls_loss_weights, im_labels, mismatch="warn"):
+    """The kernel of ext::pcl_loss: (loss, [n_mismatch, first_mismatch]),
+    having warned of or refused the mismatches as `mismatch` says."""
+    _check_policy("pcl_loss", mismatch)
+    loss, n_mismatch, first = pcl_forward(pcl_probs, labels, cls_loss_weights, gt_assignment,
+                                          pc_labels, pc_probs, pc_count, img_cls_loss_weights,
+                                          im_labels)
+    if n_mismatch and mismatch != "ignore":
+        message = _mismatch_message(labels, gt_assignment, pc_labels, n_mismatch, first)
+        if mismatch == "error":
+            raise ValueError(message)
+        # from beneath torch's dispatcher: no stack level reaches the caller
+        warnings.warn(PCLLabelMismatchWarning(message, n_mismatch, first))
+    return loss, torch.tensor([n_mismatch, first])
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::pcl_loss and ext::pcl_loss_backward
+
+_INPUTS_SCHEMA = ", ".join("Tensor " + name for name in INPUT_NAMES)
+_library = torch.library.Library("ext", "FRAGMENT")
+_library.define("pcl_loss(%s, str mismatch='warn') -> (Tensor, Tensor)" % _INPUTS_SCHEMA)
+_library.define("pcl_loss_backward(%s, Tensor grad_loss) -> Tensor" % _INPUTS_SCHEMA)
+_library.impl("pcl_loss", _loss_kernel, "CompositeExplicitAutograd")
+_library.impl("pcl_loss_backward", pcl_backward, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("ext::pcl_loss", lib=_library)
+def _loss_fake(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
+               pc_count, img_cls_loss_weights, im_labels, mismatch="warn"):
+    _check_policy("pcl_loss", mismatch)
+    return pcl_probs.new_empty(()), torch.empty(2, dtype=torch.int64)
+
+
+@torch.library.register_fake("ext::pcl_loss_backward", lib=_library)
+def _backward_fake(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
+                   pc_count, img_cls_loss_weights, im_labels, grad_loss):
+    return pcl_probs.new_empty(pcl_probs.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:len(INPUT_NAMES)])
+
+
+def _grad_probs(ctx, grad_loss):
+    """The gradient of pcl_probs (None when not needed); no other input gets one."""
+    if not ctx.needs_input_grad[0]:
+        return None
+    tensors = ctx.saved_tensors
+    return _backward_op(*tensors, grad_loss.to(tensors[0].dtype).contiguous())
+
+
+def _backward(ctx, grad_loss, _grad_report):
+    return (_grad_probs(ctx, grad_loss),) + (None,) * len(INPUT_NAMES)
+
+
+torch.library.register_autograd("ext::pcl_loss", _backward, setup_context=_setup_context,
+                                lib=_library)
+_loss_op = torch.ops.ext.pcl_loss.default
+_backward_op = torch.ops.ext.pcl_loss_backward.default
+
+
 class PCLLossFunction(torch.autograd.Function):
     """The loss as an autograd Function.
 
     apply(*nine_inputs) returns (loss, n_mismatch, first_mismatch); only loss
-    is differentiable, in pcl_probs, by the seed's gradient rule.
+    is differentiable, in pcl_probs, by the seed's gradient rule (the kernels
+    and formula of ext::pcl_loss, without its warning).
     """
 
     @staticmethod
@@ -153,34 +233,45 @@ class PCLLossFunction(torch.autograd.Function):
         tensors = (pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
                    pc_count, img_cls_loss_weights, im_labels)
         loss, n_mismatch, first = pcl_forward(*tensors)
-        ctx.save_for_backward(*tensors)
+        _setup_context(ctx, tensors, loss)
         return loss, n_mismatch, first
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_n_mismatch, _grad_first):
-        if not ctx.needs_input_grad[0]:
-            return (None,) * 9
-        tensors = ctx.saved_tensors
-        grad_loss = grad_loss.to(tensors[0].dtype).contiguous()
-        return (pcl_backward(*tensors, grad_loss),) + (None,) * 8
+        return (_grad_probs(ctx, grad_loss),) + (None,) * (len(INPUT_NAMES) - 1)
+
+
+def _as_tensor(fn, name, value):
+    """A tensor input as it is; a NumPy array (the inputs other than pcl_probs
+    may be one) as a tensor over its memory (read only: the op never writes)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, np.ndarray) and name != "pcl_probs":
+        try:
+            with warnings.catch_warnings():  # a read-only array: nothing writes to it
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.from_numpy(value)
+        except (TypeError, ValueError) as error:  # a dtype or a byte order torch lacks
+            raise TypeError("%s: %s has a dtype torch cannot take (%s)"
+                            % (fn, name, error)) from error
+    if name == "pcl_probs":
+        require_tensor(fn, name, value)
+    raise TypeError("%s: %s must be a torch.Tensor or a numpy.ndarray, got %s"
+                    % (fn, name, type(value).__name__))
 
 
 def pcl_loss(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
              pc_count, img_cls_loss_weights, im_labels, mismatch="warn"):
     """The PCL loss, a 0-d tensor of pcl_probs' dtype (module docstring),
     differentiable in pcl_probs by the seed's gradient rule (not autograd's
-    derivative of the forward). mismatch: "warn", "error" or "ignore"."""
-    if mismatch not in MISMATCH_POLICIES:
-        raise ValueError("pcl_loss: mismatch must be one of %s, got %r"
-                         % (", ".join(MISMATCH_POLICIES), mismatch))
-    loss, n_mismatch, first = PCLLossFunction.apply(
+    derivative of the forward): ext::pcl_loss. mismatch: "warn", "error" or
+    "ignore"."""
+    fn = "pcl_loss"
+    _check_policy(fn, mismatch)
+    tensors = [_as_tensor(fn, name, value) for name, value in zip(INPUT_NAMES, (
         pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs, pc_count,
-        img_cls_loss_weights, im_labels)
-    if n_mismatch and mismatch != "ignore":
-        message = _mismatch_message(labels, gt_assignment, pc_labels, n_mismatch, first)
-        if mismatch == "error":
-            raise ValueError(message)
-        warnings.warn(PCLLabelMismatchWarning(message, n_mismatch, first), stacklevel=2)
+        img_cls_loss_weights, im_labels))]
+    loss, _ = _loss_op(*tensors, mismatch)
     return loss
 
 
@@ -189,9 +280,7 @@ class PCLLoss(torch.nn.Module):
 
     def __init__(self, mismatch="warn"):
         super().__init__()
-        if mismatch not in MISMATCH_POLICIES:
-            raise ValueError("PCLLoss: mismatch must be one of %s, got %r"
-                             % (", ".join(MISMATCH_POLICIES), mismatch))
+        _check_policy("PCLLoss", mismatch)
         self.mismatch = mismatch
 
     def forward(self, pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,

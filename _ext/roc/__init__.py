@@ -26,10 +26,8 @@ streamed batches, and several processes (group=, torch.distributed):
     report = roc.evaluate_pairs(genuine, score)
     acc = roc.RocAccumulator(labels_g, feat_g); acc.update(labels_q, feat_q); acc.compute()
     report = roc.evaluate(labels_q[a:b], labels_g, feat_q=feat_q[a:b], feat_g=feat_g,
-                          group=torch.distributed.group.WORLD)
+                          group=True)        # True: the default process group
 """
-
-from .. import _ffi
 
 try:
     from ._roc import ffi, lib
@@ -41,6 +39,7 @@ from ._accumulate import RocAccumulator  # noqa: E402
 from ._distributed import shard_rows  # noqa: E402
 from ._evaluate import (evaluate, evaluate_pairs, pair_scores, roc_curve,  # noqa: E402
                         roc_curve_pairs)
+from ._legacy_op import cpu_roc, gpu_roc  # noqa: E402  (also the ops ext::cpu_roc, ext::gpu_roc)
 from ._report import RocReport, TarAtFar  # noqa: E402
 
 __all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "evaluate_pairs", "roc_curve_pairs",
@@ -48,28 +47,3 @@ __all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "evaluate_pairs", "roc
            "built_with_cuda"]
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
-
-
-def _legacy_descriptors(fn, score, histo1, histo2, labels_q, labels_g):
-    return (_ffi.describe(ffi, fn, "score", score),
-            _ffi.describe(ffi, fn, "histo1", histo1, writable=True),
-            _ffi.describe(ffi, fn, "histo2", histo2, writable=True),
-            _ffi.describe(ffi, fn, "labels_q", labels_q),
-            _ffi.describe(ffi, fn, "labels_g", labels_g))
-
-
-def cpu_roc(score, histo1, histo2, labels_q, labels_g):
-    """Legacy histogram of CPU tensors or NumPy arrays; returns the NaN count."""
-    n_nan = ffi.new("int64_t *")
-    args = _legacy_descriptors("cpu_roc", score, histo1, histo2, labels_q, labels_g)
-    _ffi.check(ffi, lib, lib.roc_hist_cpu(*args, n_nan))
-    return int(n_nan[0])
-
-
-def gpu_roc(score, histo1, histo2, labels_q, labels_g):
-    """Legacy histogram of CUDA tensors, on their device and the current
-    stream; returns the NaN count once the stream has finished."""
-    n_nan = ffi.new("int64_t *")
-    args = _legacy_descriptors("gpu_roc", score, histo1, histo2, labels_q, labels_g)
-    _ffi.check(ffi, lib, lib.roc_hist_cuda(*args, _ffi.cuda_stream(ffi, score), n_nan))
-    return int(n_nan[0])

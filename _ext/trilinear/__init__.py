@@ -14,14 +14,19 @@ within each four by a = (1-v)(1-w), b = (1-v)w, c = v(1-w), d = 1-a-b-c:
 
 Gradients flow to feats and to points (through u, v, w = (p + 1) / 2). All
 tensors are contiguous, float32 or float64, on one device; CUDA work runs on
-the caller's current stream. trilinear_forward() and trilinear_backward() are
-the raw entry points without autograd. Formulas: src/trilinear_math.h.
+the caller's current stream. trilinear_interpolation() is the custom op
+ext::trilinear_interpolation (torch.ops.ext), traceable by
+torch.compile(fullgraph=True), with the op
+ext::trilinear_interpolation_backward as its gradient. trilinear_forward()
+and trilinear_backward() are the raw entry points without autograd (the ops'
+kernels). Formulas: src/trilinear_math.h.
 """
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from .. import _ffi
+from .._tensors import empty, empty_like, require_contiguous, require_tensor
 
 try:
     from ._trilinear import ffi, lib
@@ -30,11 +35,6 @@ except ImportError as error:  # pragma: no cover - only before `make`
                       % error) from error
 
 built_with_cuda = bool(lib.ext_built_with_cuda())
-
-
-def _require_tensor(fn, name, x):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (fn, name, type(x).__name__))
 
 
 def _rows_shape(feats):
@@ -54,27 +54,31 @@ def _run(cpu_entry, cuda_entry, device_tensor, *args):
 def trilinear_forward(feats, points):
     """out (N, F) from feats (N, 8, F) and points (N, 3), without autograd."""
     fn = "trilinear_interpolation"
-    _require_tensor(fn, "feats", feats)
-    _require_tensor(fn, "points", points)
-    out = torch.empty(_rows_shape(feats), dtype=feats.dtype, device=feats.device)
+    require_tensor(fn, "feats", feats)
+    require_tensor(fn, "points", points)
+    require_contiguous(fn, "feats", feats)
+    out = empty(fn, "out", _rows_shape(feats), feats)
     _run(lib.trilinear_forward_cpu, lib.trilinear_forward_cuda, feats,
          _ffi.describe(ffi, fn, "feats", feats), _ffi.describe(ffi, fn, "points", points),
          _ffi.describe(ffi, fn, "out", out))
     return out
 
 
-def trilinear_backward(grad_out, feats, points, feats_grad=True, points_grad=True):
-    """(grad_feats, grad_points) from grad_out (N, F), without autograd; a
-    gradient not asked for is None."""
+def _backward_kernel(grad_out, feats, points, feats_grad=True, points_grad=True):
+    """The kernel of ext::trilinear_interpolation_backward: (grad_feats,
+    grad_points), a gradient not asked for as an empty tensor (ops return
+    tensors, not None)."""
     fn = "trilinear_interpolation_backward"
     for name, x in (("grad_out", grad_out), ("feats", feats), ("points", points)):
-        _require_tensor(fn, name, x)
+        require_tensor(fn, name, x)
     if not (feats_grad or points_grad):
-        return None, None
-    grad_feats = torch.empty_like(feats, memory_format=torch.contiguous_format) \
-        if feats_grad else None
-    grad_points = torch.empty_like(points, memory_format=torch.contiguous_format) \
-        if points_grad else None
+        return feats.new_empty(0), points.new_empty(0)
+    require_contiguous(fn, "feats", feats)
+    require_contiguous(fn, "points", points)
+    grad_feats = empty_like(fn, "grad_feats", feats) if feats_grad else \
+        feats.new_empty(0)
+    grad_points = empty_like(fn, "grad_points", points) if points_grad else \
+        points.new_empty(0)
     _run(lib.trilinear_backward_cpu, lib.trilinear_backward_cuda, feats,
          _ffi.describe(ffi, fn, "grad_out", grad_out), _ffi.describe(ffi, fn, "feats", feats),
          _ffi.describe(ffi, fn, "points", points),
@@ -83,25 +87,75 @@ def trilinear_backward(grad_out, feats, points, feats_grad=True, points_grad=Tru
     return grad_feats, grad_points
 
 
+def trilinear_backward(grad_out, feats, points, feats_grad=True, points_grad=True):
+    """(grad_feats, grad_points) from grad_out (N, F), without autograd; a
+    gradient not asked for is None."""
+    grad_feats, grad_points = _backward_kernel(grad_out, feats, points, feats_grad, points_grad)
+    return grad_feats if feats_grad else None, grad_points if points_grad else None
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::trilinear_interpolation and its backward
+
+_library = torch.library.Library("ext", "FRAGMENT")
+_library.define("trilinear_interpolation(Tensor feats, Tensor points) -> Tensor")
+_library.define("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, "
+                "bool feats_grad=True, bool points_grad=True) -> (Tensor, Tensor)")
+_library.impl("trilinear_interpolation", trilinear_forward, "CompositeExplicitAutograd")
+_library.impl("trilinear_interpolation_backward", _backward_kernel, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("ext::trilinear_interpolation", lib=_library)
+def _forward_fake(feats, points):
+    return feats.new_empty(_rows_shape(feats))
+
+
+@torch.library.register_fake("ext::trilinear_interpolation_backward", lib=_library)
+def _backward_fake(grad_out, feats, points, feats_grad=True, points_grad=True):
+    return (feats.new_empty(feats.shape if feats_grad else 0),
+            points.new_empty(points.shape if points_grad else 0))
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, grad_out):
+    feats, points = ctx.saved_tensors
+    feats_grad, points_grad = ctx.needs_input_grad[:2]
+    if not (feats_grad or points_grad):
+        return None, None
+    grad_feats, grad_points = _backward_op(grad_out.contiguous(), feats, points, feats_grad,
+                                           points_grad)
+    return grad_feats if feats_grad else None, grad_points if points_grad else None
+
+
+torch.library.register_autograd("ext::trilinear_interpolation", _backward,
+                                setup_context=_setup_context, lib=_library)
+_forward_op = torch.ops.ext.trilinear_interpolation.default
+_backward_op = torch.ops.ext.trilinear_interpolation_backward.default
+
+
 class TrilinearInterpolationFunction(torch.autograd.Function):
-    """TrilinearInterpolationFunction.apply(feats, points): gradients to both."""
+    """TrilinearInterpolationFunction.apply(feats, points): gradients to both;
+    the autograd.Function form of ext::trilinear_interpolation."""
 
     @staticmethod
     def forward(ctx, feats, points):
-        ctx.save_for_backward(feats, points)
-        return trilinear_forward(feats, points)
+        out = trilinear_forward(feats, points)
+        _setup_context(ctx, (feats, points), out)
+        return out
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):
-        feats, points = ctx.saved_tensors
-        feats_grad, points_grad = ctx.needs_input_grad
-        return trilinear_backward(grad_out.contiguous(), feats, points, feats_grad, points_grad)
+    backward = staticmethod(once_differentiable(_backward))
 
 
 def trilinear_interpolation(feats, points):
-    """Trilinear interpolation, differentiable with respect to feats and points."""
-    return TrilinearInterpolationFunction.apply(feats, points)
+    """Trilinear interpolation, differentiable with respect to feats and
+    points: ext::trilinear_interpolation."""
+    fn = "trilinear_interpolation"
+    require_tensor(fn, "feats", feats)
+    require_tensor(fn, "points", points)
+    return _forward_op(feats, points)
 
 
 class TrilinearInterpolation(torch.nn.Module):

@@ -48,6 +48,11 @@ centres came to TF only with half_pixel_centers=True (TF 1.14 and later,
 the TF2 default). So a TF 1.13 model exported with align_corners=False needs
 coordinate_mode="asymmetric", and one with align_corners=True needs
 "align_corners", not half_pixel.
+
+upsample_bilinear() is the custom op ext::upsample_bilinear
+(torch.ops.ext.upsample_bilinear(x, output_size, coordinate_mode, scale_h,
+scale_w), scales 0 for none), traceable by torch.compile(fullgraph=True),
+with the op ext::upsample_bilinear_backward as its gradient.
 """
 
 import math
@@ -57,6 +62,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from .. import _ffi
+from .._tensors import empty, require_contiguous, require_tensor
 
 try:
     from ._upsample import ffi, lib
@@ -71,9 +77,8 @@ COORDINATE_MODES = {"half_pixel": lib.UPSAMPLE_HALF_PIXEL,
                     "asymmetric": lib.UPSAMPLE_ASYMMETRIC}
 
 
-def _require_tensor(fn, name, x):
-    if not isinstance(x, torch.Tensor):
-        raise TypeError("%s: %s must be a torch.Tensor, got %s" % (fn, name, type(x).__name__))
+# The shim's largest height and width (int32 indices).
+MAX_SIDE = 2**31 - 1
 
 
 def _mode_name(fn, coordinate_mode, align_corners):
@@ -83,13 +88,19 @@ def _mode_name(fn, coordinate_mode, align_corners):
                         % (fn, align_corners))
     if coordinate_mode is None:
         return "align_corners" if align_corners else "half_pixel"
-    if not isinstance(coordinate_mode, str) or coordinate_mode not in COORDINATE_MODES:
-        raise ValueError("%s: coordinate_mode must be 'half_pixel', 'align_corners' or "
-                         "'asymmetric', got %r" % (fn, coordinate_mode))
+    _mode_code(fn, coordinate_mode)
     if align_corners is not None and align_corners != (coordinate_mode == "align_corners"):
         raise ValueError("%s: align_corners=%r contradicts coordinate_mode=%r; give one of them"
                          % (fn, align_corners, coordinate_mode))
     return coordinate_mode
+
+
+def _mode_code(fn, coordinate_mode):
+    code = COORDINATE_MODES.get(coordinate_mode) if isinstance(coordinate_mode, str) else None
+    if code is None:
+        raise ValueError("%s: coordinate_mode must be 'half_pixel', 'align_corners' or "
+                         "'asymmetric', got %r" % (fn, coordinate_mode))
+    return code
 
 
 def _pair(fn, name, value, kind):
@@ -103,11 +114,36 @@ def _pair(fn, name, value, kind):
     return values
 
 
+def _sides(fn, name, value):
+    """(h, w) ints in [0, MAX_SIDE]: sizes that can be allocated (the shim
+    refuses 0 itself, naming the tensor)."""
+    sides = tuple(int(v) for v in _pair(fn, name, value, numbers.Integral))
+    if not all(0 <= v <= MAX_SIDE for v in sides):
+        raise ValueError("%s: %s must be in [0, 2^31), got %r" % (fn, name, value))
+    return sides
+
+
+def _scale_factors(fn, scale_factor):
+    """scale_factor as an (h, w) pair of positive finite floats."""
+    scales = _pair(fn, "scale_factor", scale_factor, numbers.Real)
+    try:
+        scales = tuple(float(s) for s in scales)
+    except OverflowError:  # an int too large for a float
+        scales = (math.inf, math.inf)
+    if not all(math.isfinite(s) and s > 0 for s in scales):
+        raise ValueError("%s: scale_factor must be positive and finite, got %r"
+                         % (fn, scale_factor))
+    return scales
+
+
 def _scales(fn, scale_factor, recompute_scale_factor):
     """(scale_h, scale_w) as the kernels take them: 0 for "none"."""
+    if recompute_scale_factor is not None and not isinstance(recompute_scale_factor, bool):
+        raise TypeError("%s: recompute_scale_factor must be True, False or None, got %r"
+                        % (fn, recompute_scale_factor))
     if scale_factor is None or recompute_scale_factor:
         return 0.0, 0.0
-    return tuple(float(s) for s in _pair(fn, "scale_factor", scale_factor, numbers.Real))
+    return _scale_factors(fn, scale_factor)
 
 
 def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor=None,
@@ -123,12 +159,15 @@ def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor
         out = _pair(fn, "size", size, numbers.Integral)
         if min(out) < 1:
             raise ValueError("%s: size must be positive, got %r" % (fn, size))
+        if max(out) > MAX_SIDE:
+            raise ValueError("%s: size must be below 2^31, got %r" % (fn, size))
         return tuple(int(s) for s in out)
-    scales = _pair(fn, "scale_factor", scale_factor, numbers.Real)
-    if not all(math.isfinite(s) and s > 0 for s in scales):
-        raise ValueError("%s: scale_factor must be positive and finite, got %r"
-                         % (fn, scale_factor))
-    return tuple(int(math.floor(float(n) * float(s))) for n, s in zip(input_size, scales))
+    scales = _scale_factors(fn, scale_factor)
+    products = [float(n) * s for n, s in zip(_sides(fn, "input_size", input_size), scales)]
+    if max(products) >= MAX_SIDE + 1:
+        raise ValueError("%s: scale_factor %r makes the output %g x %g; its height and width "
+                         "must be below 2^31" % (fn, scale_factor, *products))
+    return tuple(int(math.floor(p)) for p in products)
 
 
 def _run(cpu_entry, cuda_entry, device_tensor, *args):
@@ -139,59 +178,122 @@ def _run(cpu_entry, cuda_entry, device_tensor, *args):
     _ffi.check(ffi, lib, status)
 
 
-def _forward(x, size, mode, scales):
+def _forward(x, output_size, coordinate_mode="half_pixel", scale_h=0.0, scale_w=0.0):
+    """The kernel of ext::upsample_bilinear: x resampled to output_size (OH, OW)."""
     fn = "upsample_bilinear"
-    shape = tuple(x.shape[:2]) + tuple(size) if x.dim() == 4 else (0,)
-    out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    require_tensor(fn, "input", x)
+    mode = _mode_code(fn, coordinate_mode)
+    size = _sides(fn, "output_size", output_size)
+    require_contiguous(fn, "input", x)
+    out = empty(fn, "the output", _image_shape(x, size), x)
     _run(lib.upsample_bilinear_forward_cpu, lib.upsample_bilinear_forward_cuda, x,
          _ffi.describe(ffi, fn, "input", x), _ffi.describe(ffi, fn, "output", out),
-         COORDINATE_MODES[mode], *scales)
+         mode, scale_h, scale_w)
     return out
 
 
-def _backward(grad_output, input_size, mode, scales):
+def _backward(grad_output, input_size, coordinate_mode="half_pixel", scale_h=0.0, scale_w=0.0):
+    """The kernel of ext::upsample_bilinear_backward: the gradient of an input
+    of spatial size input_size (H, W)."""
     fn = "upsample_bilinear_backward"
-    shape = tuple(grad_output.shape[:2]) + tuple(input_size) if grad_output.dim() == 4 else (0,)
-    grad_input = torch.empty(shape, dtype=grad_output.dtype, device=grad_output.device)
+    require_tensor(fn, "grad_output", grad_output)
+    mode = _mode_code(fn, coordinate_mode)
+    size = _sides(fn, "input_size", input_size)
+    require_contiguous(fn, "grad_output", grad_output)
+    grad_input = empty(fn, "grad_input", _image_shape(grad_output, size), grad_output)
     _run(lib.upsample_bilinear_backward_cpu, lib.upsample_bilinear_backward_cuda, grad_output,
          _ffi.describe(ffi, fn, "grad_output", grad_output),
-         _ffi.describe(ffi, fn, "grad_input", grad_input), COORDINATE_MODES[mode], *scales)
+         _ffi.describe(ffi, fn, "grad_input", grad_input), mode, scale_h, scale_w)
     return grad_input
+
+
+def _image_shape(like, size):
+    """(N, C) of the 4-D tensor `like` and spatial size `size`. For a `like`
+    of another rank the shim reports its rank first, so any shape will do."""
+    return (like.shape[0], like.shape[1], *size) if like.dim() == 4 else (0,)
+
+
+# ---------------------------------------------------------------------------
+# the custom ops ext::upsample_bilinear and ext::upsample_bilinear_backward
+
+_library = torch.library.Library("ext", "FRAGMENT")
+_library.define("upsample_bilinear(Tensor input, SymInt[2] output_size, "
+                "str coordinate_mode='half_pixel', float scale_h=0.0, float scale_w=0.0) "
+                "-> Tensor")
+_library.define("upsample_bilinear_backward(Tensor grad_output, SymInt[2] input_size, "
+                "str coordinate_mode='half_pixel', float scale_h=0.0, float scale_w=0.0) "
+                "-> Tensor")
+_library.impl("upsample_bilinear", _forward, "CompositeExplicitAutograd")
+_library.impl("upsample_bilinear_backward", _backward, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("ext::upsample_bilinear", lib=_library)
+def _forward_fake(x, output_size, coordinate_mode="half_pixel", scale_h=0.0, scale_w=0.0):
+    _mode_code("upsample_bilinear", coordinate_mode)
+    return x.new_empty(_image_shape(x, output_size))
+
+
+@torch.library.register_fake("ext::upsample_bilinear_backward", lib=_library)
+def _backward_fake(grad_output, input_size, coordinate_mode="half_pixel", scale_h=0.0,
+                   scale_w=0.0):
+    _mode_code("upsample_bilinear_backward", coordinate_mode)
+    return grad_output.new_empty(_image_shape(grad_output, input_size))
+
+
+def _setup_context(ctx, inputs, output):
+    x, _, coordinate_mode, scale_h, scale_w = inputs
+    ctx.geometry = (x.shape[2:], coordinate_mode, scale_h, scale_w)
+
+
+def _backward_formula(ctx, grad_output):
+    input_size, coordinate_mode, scale_h, scale_w = ctx.geometry
+    grad_input = _backward_op(grad_output.contiguous(), input_size, coordinate_mode, scale_h,
+                              scale_w)
+    return grad_input, None, None, None, None
+
+
+torch.library.register_autograd("ext::upsample_bilinear", _backward_formula,
+                                setup_context=_setup_context, lib=_library)
+_forward_op = torch.ops.ext.upsample_bilinear.default
+_backward_op = torch.ops.ext.upsample_bilinear_backward.default
 
 
 class UpsampleBilinearFunction(torch.autograd.Function):
     """UpsampleBilinearFunction.apply(x, size, coordinate_mode, scales): x
     resampled to spatial size `size` = (OH, OW); scales = (scale_h, scale_w),
-    0 for none (upsample_bilinear() works these out)."""
+    0 for none (upsample_bilinear() works these out). The autograd.Function
+    form of ext::upsample_bilinear."""
 
     @staticmethod
     def forward(ctx, x, size, coordinate_mode, scales):
-        ctx.geometry = (tuple(x.shape[2:]), coordinate_mode, scales)
-        return _forward(x, size, coordinate_mode, scales)
+        scale_h, scale_w = (float(s) for s in _pair("upsample_bilinear", "scales", scales,
+                                                    numbers.Real))
+        inputs = (x, size, coordinate_mode, scale_h, scale_w)
+        out = _forward(*inputs)
+        _setup_context(ctx, inputs, out)
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        input_size, coordinate_mode, scales = ctx.geometry
-        grad_input = _backward(grad_output.contiguous(), input_size, coordinate_mode, scales)
-        return grad_input, None, None, None
+        return _backward_formula(ctx, grad_output)[:4]
 
 
 def upsample_bilinear(x, scale_factor=None, size=None, coordinate_mode=None, align_corners=None,
                       recompute_scale_factor=None):
-    """Bilinear resampling of x (N, C, H, W); differentiable.
+    """Bilinear resampling of x (N, C, H, W); differentiable: ext::upsample_bilinear.
 
     coordinate_mode: "half_pixel" (the default, torch's align_corners=False),
     "align_corners" or "asymmetric" (TF1's default); see the module's
     docstring. align_corners=True/False may be given instead, as to torch.
     """
     fn = "upsample_bilinear"
-    _require_tensor(fn, "input", x)
+    require_tensor(fn, "input", x)
     mode = _mode_name(fn, coordinate_mode, align_corners)
-    spatial = tuple(x.shape[2:]) if x.dim() == 4 else (1, 1)
+    spatial = x.shape[2:] if x.dim() == 4 else (1, 1)
+    scales = _scales(fn, scale_factor, recompute_scale_factor)
     size = output_size(spatial, scale_factor, size, recompute_scale_factor, fn)
-    return UpsampleBilinearFunction.apply(x, size, mode, _scales(fn, scale_factor,
-                                                                 recompute_scale_factor))
+    return _forward_op(x, size, mode, *scales)
 
 
 def upsample_bilinear_backward(grad_output, input_size, scale_factor=None, coordinate_mode=None,
@@ -200,11 +302,11 @@ def upsample_bilinear_backward(grad_output, input_size, scale_factor=None, coord
     W), from grad_output (N, C, OH, OW), for the forward call made with the
     same scale_factor and mode; without autograd."""
     fn = "upsample_bilinear_backward"
-    _require_tensor(fn, "grad_output", grad_output)
+    require_tensor(fn, "grad_output", grad_output)
     mode = _mode_name(fn, coordinate_mode, align_corners)
     input_size = _pair(fn, "input_size", input_size, numbers.Integral)
     return _backward(grad_output, input_size, mode,
-                     _scales(fn, scale_factor, recompute_scale_factor))
+                     *_scales(fn, scale_factor, recompute_scale_factor))
 
 
 class UpsampleBilinear(torch.nn.Module):
@@ -215,6 +317,7 @@ class UpsampleBilinear(torch.nn.Module):
         super().__init__()
         fn = "UpsampleBilinear"
         self.coordinate_mode = _mode_name(fn, coordinate_mode, align_corners)
+        _scales(fn, scale_factor, recompute_scale_factor)
         output_size((1, 1), scale_factor, size, recompute_scale_factor, fn)
         self.scale_factor, self.size = scale_factor, size
         self.recompute_scale_factor = recompute_scale_factor
