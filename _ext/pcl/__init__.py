@@ -242,8 +242,9 @@ class PCLLossFunction(torch.autograd.Function):
 
 
 def _as_tensor(fn, name, value):
-    """A tensor input as it is; a NumPy array (the inputs other than pcl_probs
-    may be one) as a tensor over its memory (read only: the op never writes)."""
+    """A tensor input as it is; a NumPy array or another DLPack producer (the
+    inputs other than pcl_probs may be one) as a tensor over its memory (read
+    only: the op never writes)."""
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, np.ndarray) and name != "pcl_probs":
@@ -256,8 +257,10 @@ def _as_tensor(fn, name, value):
                             % (fn, name, error)) from error
     if name == "pcl_probs":
         require_tensor(fn, name, value)
-    raise TypeError("%s: %s must be a torch.Tensor or a numpy.ndarray, got %s"
-                    % (fn, name, type(value).__name__))
+    if hasattr(type(value), "__dlpack__"):  # CuPy, JAX...: zero-copy
+        return torch.from_dlpack(value)
+    raise TypeError("%s: %s must be an array with __dlpack__ (torch, NumPy, CuPy, JAX...), "
+                    "got %s" % (fn, name, type(value).__name__))
 
 
 def pcl_loss(pcl_probs, labels, cls_loss_weights, gt_assignment, pc_labels, pc_probs,
