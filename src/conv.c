@@ -191,7 +191,7 @@ static int64_t pass_work(const conv_geometry *g)
         const int radius = g->radius, side = 2 * g->radius + 1;                                \
         const int64_t taps = g->channels * side * side;                                        \
         const int n_threads = pass_work(g) > PARALLEL_WORK ? omp_get_max_threads() : 1;        \
-        double *partial = calloc((size_t)(n_threads * taps), sizeof *partial);                 \
+        double *partial = ext_calloc((size_t)(n_threads * taps), sizeof *partial);                 \
         if (partial == NULL)                                                                   \
             return 0;                                                                          \
         _Pragma("omp parallel num_threads(n_threads)")                                         \

@@ -138,7 +138,7 @@ int roc_hist_cpu(const ext_tensor *score, const ext_tensor *histo1, const ext_te
         return st;
     int64_t n_query = score->sizes[0], n_gallery = score->sizes[1];
     int64_t nbins = ext_numel(histo1), n_pairs = n_query * n_gallery;
-    uint64_t *counts = calloc((size_t)(2 * nbins), sizeof *counts);
+    uint64_t *counts = ext_calloc((size_t)(2 * nbins), sizeof *counts);
     if (counts == NULL)
         return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate %lld bins", fn, (long long)nbins);
 
@@ -146,7 +146,7 @@ int roc_hist_cpu(const ext_tensor *score, const ext_tensor *histo1, const ext_te
     int out_of_memory = 0;
 #pragma omp parallel if (n_tasks > 1) reduction(+ : nan_total)
     {
-        uint64_t *local = calloc((size_t)(2 * nbins), sizeof *local);
+        uint64_t *local = ext_calloc((size_t)(2 * nbins), sizeof *local);
         if (local == NULL) {
 #pragma omp atomic write
             out_of_memory = 1;

@@ -45,13 +45,13 @@ static int curve_push(curve *c, double threshold, uint64_t fps, uint64_t tps)
 {
     if (c->n == c->capacity) {
         int64_t capacity = c->capacity ? 2 * c->capacity : 1024;
-        double *thresholds = realloc(c->thresholds, (size_t)capacity * sizeof *thresholds);
+        double *thresholds = ext_realloc(c->thresholds, (size_t)capacity * sizeof *thresholds);
         if (thresholds)
             c->thresholds = thresholds;
-        uint64_t *fps_new = realloc(c->fps, (size_t)capacity * sizeof *fps_new);
+        uint64_t *fps_new = ext_realloc(c->fps, (size_t)capacity * sizeof *fps_new);
         if (fps_new)
             c->fps = fps_new;
-        uint64_t *tps_new = realloc(c->tps, (size_t)capacity * sizeof *tps_new);
+        uint64_t *tps_new = ext_realloc(c->tps, (size_t)capacity * sizeof *tps_new);
         if (tps_new)
             c->tps = tps_new;
         if (!thresholds || !fps_new || !tps_new)
@@ -75,7 +75,7 @@ static void curve_free(curve *c)
 
 static int alloc_array(void **out, int64_t n, size_t size)
 {
-    *out = calloc(n > 0 ? (size_t)n : 1, size);
+    *out = ext_calloc((size_t)n, size);
     return *out ? EXT_OK : ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate %lld values", (long long)n);
 }
 

@@ -2,7 +2,7 @@
  * upsample.c: the _ext.upsample shim: argument checks, the CPU
  * implementation (OpenMP over rows), and the calls into the CUDA launchers of
  * cuda/upsample_kernel.cu. Where each output reads from is computed by
- * upsample_axis.h, shared with the GPU.
+ * upsample_math.h, shared with the GPU.
  *
  * Forward: each output row (plane, oh) blends input rows i0(oh) and i1(oh);
  * each output element of it blends columns i0(ow) and i1(ow). The per-axis
@@ -20,7 +20,7 @@
 
 #include "ext_check.h"
 #include "upsample.h"
-#include "upsample_axis.h"
+#include "upsample_math.h"
 #ifdef EXT_WITH_CUDA
 #include "cuda/upsample_kernel.h"
 #endif
@@ -106,7 +106,7 @@ static int check_args(const char *fn, const char *given_name, const ext_tensor *
                                       int32_t out_w, int32_t mode, double scale_h,            \
                                       double scale_w)                                         \
     {                                                                                         \
-        upsample_tap_##sfx *taps_h = malloc(((size_t)out_h + out_w) * sizeof *taps_h);        \
+        upsample_tap_##sfx *taps_h = ext_malloc(((size_t)out_h + out_w) * sizeof *taps_h);        \
         if (taps_h == NULL)                                                                   \
             return -1;                                                                        \
         upsample_tap_##sfx *taps_w = taps_h + out_h;                                          \
@@ -142,8 +142,8 @@ static int check_args(const char *fn, const char *given_name, const ext_tensor *
                                        double scale_w)                                        \
     {                                                                                         \
         /* weights: (as_i1, as_i0) per output row, then per output column */                 \
-        T *weights = malloc(2 * ((size_t)out_h + out_w) * sizeof *weights);                   \
-        upsample_readers *readers_h = malloc(((size_t)in_h + in_w) * sizeof *readers_h);      \
+        T *weights = ext_malloc(2 * ((size_t)out_h + out_w) * sizeof *weights);                   \
+        upsample_readers *readers_h = ext_malloc(((size_t)in_h + in_w) * sizeof *readers_h);      \
         if (weights == NULL || readers_h == NULL) {                                           \
             free(weights);                                                                    \
             free(readers_h);                                                                  \

@@ -439,7 +439,7 @@ def taps(n_in, n_out, mode, scale, real=np.float64):
     if mode == "align_corners":
         src = o * (real(n_in - 1) / real(n_out - 1)) if n_out > 1 else np.zeros(n_out, real)
     else:
-        # a ratio that overflows `real` is its largest value, as in upsample_axis.h
+        # a ratio that overflows `real` is its largest value, as in upsample_math.h
         largest = np.finfo(real).max
         ratio = real(n_in) / real(n_out)
         if scale:

@@ -1,7 +1,7 @@
 /*
  * upsample_kernel.cu: bilinear resampling forward and backward on the GPU
  * (the _ext.upsample CUDA twins), for float32 and float64, with the taps of
- * upsample_axis.h (the same indices and weights as the CPU code).
+ * upsample_math.h (the same indices and weights as the CPU code).
  *
  * Both kernels give each thread a fixed column and let it walk rows: the
  * column's horizontal taps (or runs of readers) are computed once per thread,
@@ -21,7 +21,7 @@
  * behind F.interpolate on the H100, bound by load instructions, not DRAM).
  *
  * Backward is a gather: thread (row, w) sums grad_output over the outputs
- * that read input (h, w). Along each axis those form one run (upsample_axis.h),
+ * that read input (h, w). Along each axis those form one run (upsample_math.h),
  * found once per call by a small kernel that writes each input index's run
  * and each output index's two weights. Every grad_input element is written
  * once, in a fixed order: no zeroing pass, no atomics, deterministic. A
@@ -38,7 +38,7 @@
 #include <algorithm>
 
 #include "../ext_tensor.h"
-#include "../upsample_axis.h"
+#include "../upsample_math.h"
 #include "ext_cuda.cuh"
 #include "upsample_kernel.h"
 
@@ -60,7 +60,7 @@ constexpr int kChunkRows = 16;
 constexpr int kCachedRun = 16;
 
 // ----------------------------------------------------------------------------
-// the axis helpers of upsample_axis.h, by type
+// the axis helpers of upsample_math.h, by type
 
 __device__ __forceinline__ upsample_tap_f32 tap_at(float r, int32_t o, int32_t in,
                                                    int32_t out, int32_t mode)

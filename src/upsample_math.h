@@ -1,5 +1,5 @@
 /*
- * upsample_axis.h: along one axis, which two input indices an output index
+ * upsample_math.h: along one axis, which two input indices an output index
  * reads and with which weights (its "tap"), and the reverse: which output
  * indices read a given input index. One definition, shared by the CPU code
  * (C) and the kernels (CUDA), for float (_f32) and double (_f64), so that
@@ -16,8 +16,8 @@
  * reading s as their i1 (where i0 = s - 1) come before those reading it as
  * their i0. upsample_readers_* finds that run by binary search.
  */
-#ifndef UPSAMPLE_AXIS_H
-#define UPSAMPLE_AXIS_H
+#ifndef UPSAMPLE_MATH_H
+#define UPSAMPLE_MATH_H
 
 #include <float.h>
 #include <stdint.h>
@@ -129,4 +129,4 @@ typedef struct {
 UPSAMPLE_DEFINE_AXIS(f32, float, FLT_MAX)
 UPSAMPLE_DEFINE_AXIS(f64, double, DBL_MAX)
 
-#endif /* UPSAMPLE_AXIS_H */
+#endif /* UPSAMPLE_MATH_H */
