@@ -878,13 +878,14 @@ def pcl_problems(draw, device):
         target = args[index].reshape(-1)
         if index == 3:  # only a proposal with a positive label needs its cluster
             positive = [i for i in range(target.numel()) if args[1].reshape(-1)[i] > 0]
-            if not positive:
-                return args, None
-            target[draw(st.sampled_from(positive))] = bad
+            if positive:
+                target[draw(st.sampled_from(positive))] = bad
+            else:
+                fault = None
         elif target.numel() and (target.is_floating_point() or float(bad).is_integer()):
             target[draw(st.integers(0, target.numel() - 1))] = bad
         else:
-            return args, None
+            fault = None
     elif fault == "dtype":
         args[position] = args[position].to(draw(st.sampled_from(
             [torch.float16, torch.int16, torch.bool, torch.complex64])))

@@ -274,8 +274,11 @@ __global__ void __launch_bounds__(kTileW * (2 * R + 1))
 #pragma unroll
             for (int j = 0; j < K; j++)
                 acc[j] = T(0);
+            /* only outputs inside the image: a zero gradient outside it times an
+             * infinite or NaN pixel of the halo would make a NaN no output has */
+            const int rows = x0 + lane < width ? min(kGradTileH, height - y0) : 0;
 #pragma unroll 4
-            for (int y = 0; y < kGradTileH; y++) {
+            for (int y = 0; y < rows; y++) {
                 const T g = grad_tile[y][lane];
 #pragma unroll
                 for (int j = 0; j < K; j++)
