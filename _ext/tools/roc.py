@@ -399,9 +399,9 @@ def pairs_job(args):
             warn_or_fail("%s: %d of %d templates have no usable image feature (template ids "
                          "%s)" % (path, empty.size, ids.size, embeddings.rows_text(ids[empty])),
                          EXCLUDED, warnings, args.strict)
-    lookup = embeddings.rows_of_ids(path, ids)
-    index_a = embeddings.pair_rows(args.pairs, path, lookup, id_a)
-    index_b = embeddings.pair_rows(args.pairs, path, lookup, id_b)
+    id_rows = embeddings.IdRows(path, ids)
+    index_a = embeddings.pair_rows(args.pairs, path, id_rows, id_a)
+    index_b = embeddings.pair_rows(args.pairs, path, id_rows, id_b)
 
     def evaluate(options, grouped):
         if not grouped:
