@@ -188,3 +188,20 @@ def test_demo_data_set(in_tmp, capsys):
     summary = read_json("r.json")
     assert (summary["n_genuine"], summary["n_impostor"]) == (12000, 11988000)
     assert "demo" in summary["inputs"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("argv", [["query.npz", "gallery.npz"], ["gallery.npz", "--same-set"]])
+def test_gpu_reports_what_the_cpu_does(in_tmp, rng, capsys, argv):
+    write_sets(in_tmp, rng, n_query=1500, n_gallery=1200, dim=64)
+    summaries = []
+    for device in ("cpu", "cuda"):
+        status, out, err = call(roc_tool.main, argv + ["--device", device, "--json", "r.json",
+                                                       "--far", "1e-4", "1e-3", "0.01"], capsys)
+        assert status == 0, err
+        summary = read_json("r.json")
+        assert summary["device"] == ("cpu" if device == "cpu" else "cuda:0")
+        for key in ("device", "device_bytes_peak", "timing"):
+            summary.pop(key)
+        summaries.append(summary)
+    assert summaries[0] == summaries[1]
