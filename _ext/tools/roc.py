@@ -1,29 +1,53 @@
-"""roc.py: exact (or binned) ROC of embeddings, with a TAR@FAR table.
+"""roc.py: ROC of embeddings (exact, binned, or scikit-learn's curve), with a
+TAR@FAR table.
 
     ext-roc query.npz gallery.npz          (or: python scripts/roc.py ...)
-    ext-roc set.npz --same-set             every pair of one set, once
+    ext-roc set.npz --same-set [ordered]   every pair of one set, once (twice)
+    ext-roc --pairs pairs.txt features.npz [--templates [TID_MID_FILE]]
     ext-roc                                the embedded demo data set
+    torchrun --nproc-per-node=N scripts/roc.py ...   the same, over N processes
 
-Each .npz holds `feature` (N, D) and `label` (N,). Scores are the cosine
+Each set .npz holds `feature` (N, D) and `label` (N,). Scores are the cosine
 similarity (--similarity dot for raw dot products) of every (query, gallery)
 pair, computed tile by tile and never stored, so Q x G may exceed any memory.
-Prints a TAR@FAR table with thresholds and false-accept counts; --plot draws
-the ROC (log-x, the TAR@FAR points marked), --json writes the whole report.
+A pair list has one pair a line, `id_a id_b label` (1 genuine, 0 impostor),
+its ids those of the features file's `id` (N,) array, or, with --templates,
+IJB template ids (template features built from the image features).
+
+Prints a TAR@FAR table with thresholds and false-accept counts; --json writes
+a small summary, --curve the whole curve (.npz), --plot draws the ROC.
+Under torchrun (WORLD_SIZE > 1) every process loads the inputs, counts its
+share of the pairs (NCCL on GPUs, gloo on CPUs) and rank 0 prints and writes.
 """
 
 import argparse
+import datetime
+import gc
 import json
+import os
+import re
 import sys
 import time
+import zipfile
 
-from .embeddings import InputError, checked, demo_data, fail, load, query_gallery
+import numpy as np
 
+from . import embeddings
+from .embeddings import InputError, check_writable
+from .plot_roc import curve_of_report, draw
 
+PROG = "ext-roc"
 DEFAULT_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+SAME_SET = ("unordered", "ordered")
+# The library raises an error of one of its agreement steps on every rank,
+# as "<function>: rank R: ...": rank 0 alone prints it.
+AGREED = re.compile(r"^(%s|evaluate|evaluate_pairs): rank \d+( \(and \d+ other rank\(s\)\))?: "
+                    % PROG)
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr, shown once a run takes over a second."""
+    """A one-line progress bar on stderr (a terminal), shown once a run takes
+    over a second."""
 
     def __init__(self, enabled):
         self.enabled = enabled
@@ -46,115 +70,471 @@ class ProgressBar:
             sys.stderr.write("\n")
 
 
-def plot(report, path, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+# ---------------------------------------------------------------------------
+# the command line
 
-    fig, ax = plt.subplots(figsize=(7, 5))
-    positive = report.fpr > 0
-    ax.plot(report.fpr[positive], report.tpr[positive], "b-", lw=1.2,
-            label="ROC (%s), AUC %.5f" % (report.mode, report.auc))
-    for row in report.tar_at_far:
-        if row.far > 0:
-            ax.plot([row.far], [row.tar], "ro", ms=4)
-            ax.annotate("%.4f @ %.0e" % (row.tar, row.far), (row.far, row.tar),
-                        textcoords="offset points", xytext=(4, -12), fontsize=7)
-    smallest = report.fpr[positive].min() if positive.any() else 1e-8
-    ax.set_xscale("log")
-    ax.set_xlim(min(smallest, min((r.far for r in report.tar_at_far if r.far > 0), default=1)) / 2,
-                1.01)
-    ax.set_ylim(-0.01, 1.01)
-    ax.set_xlabel("false accept rate (FPR)")
-    ax.set_ylabel("true accept rate (TPR)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def far_value(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("a FAR lies in [0, 1], got %r" % text)
+    return value
+
+
+def positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError("must be positive and finite, got %r" % text)
+        return value
+    return parse
+
+
+def finite(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError("must be finite, got %r" % text)
+    return value
+
+
+def bare_options(argv):
+    """argparse hands an option with an optional value the next word, whatever
+    it is: a file after a bare --same-set or --templates is the command's file,
+    not the option's value (a template/media list is text, never an .npz)."""
+    out = list(argv)
+    for i, word in enumerate(out):
+        after = out[i + 1] if i + 1 < len(out) else None
+        if word == "--same-set" and after is not None and after not in SAME_SET:
+            out[i] = "--same-set=unordered"
+        elif word == "--templates" and after is not None and after.endswith(".npz"):
+            out[i] = "--templates="
+    return out
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("query", nargs="?", help="query .npz (feature, label)")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0],
+        epilog="Under torchrun, each process uses cuda:LOCAL_RANK (NCCL) where CUDA is there, "
+               "else the CPU (gloo).")
+    parser.add_argument("query", nargs="?",
+                        help="query .npz (feature, label); with --pairs: the features .npz")
     parser.add_argument("gallery", nargs="?", help="gallery .npz (omit with --same-set)")
-    parser.add_argument("--same-set", action="store_true",
-                        help="one set: every unordered pair once, no self-pairs")
-    parser.add_argument("--mode", choices=("exact", "binned"), default="exact")
-    parser.add_argument("--bins", type=int, default=1024, help="binned mode: number of bins")
-    parser.add_argument("--range", type=float, nargs=2, default=(-1.0, 1.0),
+    parser.add_argument("--same-set", nargs="?", const="unordered", choices=SAME_SET,
+                        help="one set against itself, no self-pairs: each unordered pair "
+                             "once (bare --same-set), or twice (ordered, IFRT's count)")
+    parser.add_argument("--pairs", metavar="PAIRS_TXT",
+                        help="a pair list, `id_a id_b label` a line, of the ids of the "
+                             "features file")
+    parser.add_argument("--templates", nargs="?", const="", metavar="TID_MID_FILE",
+                        help="with --pairs: the ids are IJB template ids; template features "
+                             "are the L2-normalised sum of the mean image feature of each "
+                             "media; template and media of each feature row from this file "
+                             "(`image_name template_id media_id` a line), else from the "
+                             "features file's `template` and `media` arrays")
+    parser.add_argument("--mode", choices=("exact", "binned", "curve"), default="exact",
+                        help="exact: exact curve, memory O(genuine pairs) (default); binned: "
+                             "--bins uniform bins over --range; curve: scikit-learn's curve, "
+                             "memory O(distinct scores)")
+    parser.add_argument("--bins", type=positive(int), default=1024,
+                        help="binned mode: number of bins")
+    parser.add_argument("--range", type=finite, nargs=2, default=(-1.0, 1.0),
                         metavar=("LO", "HI"), help="binned mode: score range")
-    parser.add_argument("--far", type=float, nargs="+", default=DEFAULT_FARS,
+    parser.add_argument("--far", type=far_value, nargs="+", default=DEFAULT_FARS,
                         help="FAR targets of the table (default: 1e-6 .. 1e-1)")
     parser.add_argument("--far-rule", default="max_tpr",
-                        choices=("max_tpr", "nearest", "first_above", "interpolate"))
+                        choices=("max_tpr", "nearest", "first_above", "interpolate",
+                                 "nearest_sklearn"),
+                        help="how TAR@FAR picks its curve point (nearest_sklearn: "
+                             "InsightFace's IJB rule, on scikit-learn's curve with --mode "
+                             "curve; exact mode's curve lacks scikit-learn's collinear points "
+                             "among tied impostor scores)")
     parser.add_argument("--similarity", choices=("cosine", "dot"), default="cosine")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
-    parser.add_argument("--chunk", type=int, help="pairs per step")
+    parser.add_argument("--chunk", type=positive(int), help="pairs per step")
+    parser.add_argument("--strict", action="store_true",
+                        help="feature rows that are non-finite or all zero are an error "
+                             "(default: a warning, and their pairs are excluded)")
     parser.add_argument("--plot", metavar="PNG", help="draw the ROC into this file")
-    parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--label", help="the curve's name in --plot and --curve")
+    parser.add_argument("--json", metavar="FILE", help="write a summary as JSON")
+    parser.add_argument("--curve", metavar="FILE.npz",
+                        help="write the whole curve, its AUC and TAR@FAR rows (.npz; "
+                             "ext-plot-roc draws it)")
+    parser.add_argument("--timeout", type=positive(float), default=300.0, metavar="SECONDS",
+                        help="under torchrun: how long a process waits for the others "
+                             "(default 300)")
     parser.add_argument("--no-progress", action="store_true")
-    return parser.parse_args(argv)
+    return parser.parse_args(bare_options(sys.argv[1:] if argv is None else argv))
+
+
+def check_combination(args):
+    """InputError for options that do not go together."""
+    if args.pairs is not None:
+        if args.query is None or args.gallery is not None:
+            raise InputError("--pairs takes one features file: ext-roc --pairs pairs.txt "
+                             "features.npz")
+        if args.same_set:
+            raise InputError("--pairs and --same-set do not go together")
+    elif args.templates is not None:
+        raise InputError("--templates needs --pairs")
+    elif args.same_set:
+        if args.query is None or args.gallery is not None:
+            raise InputError("--same-set takes one file: ext-roc set.npz --same-set")
+    elif args.query is not None and args.gallery is None:
+        raise InputError("give a gallery .npz too, or --same-set for one set")
+    if not args.range[0] < args.range[1]:
+        raise InputError("--range LO HI needs LO < HI, got %g %g" % tuple(args.range))
+    outputs = [p for p in (args.plot, args.json, args.curve) if p]
+    if len(set(map(os.path.realpath, outputs))) < len(outputs):
+        raise InputError("--plot, --json and --curve must name different files")
+
+
+# ---------------------------------------------------------------------------
+# the processes: one, or torchrun's
+
+class Processes:
+    """This process's place among torchrun's (WORLD_SIZE > 1), or alone."""
+
+    def __init__(self):
+        env = os.environ
+        try:
+            self.world_size = int(env.get("WORLD_SIZE", "1"))
+            self.rank = int(env.get("RANK", "0")) if self.world_size > 1 else 0
+            self.local_rank = int(env.get("LOCAL_RANK", "0")) if self.world_size > 1 else 0
+        except ValueError:
+            raise InputError("WORLD_SIZE, RANK and LOCAL_RANK must be integers (torchrun sets "
+                             "them)") from None
+        self.distributed = self.world_size > 1
+        self.session = None
+        self.started = False
+
+    def start(self, args):
+        """Picks the device, and under torchrun joins the process group; returns
+        the device."""
+        import torch
+        from _ext import roc
+        has_cuda = torch.cuda.is_available() and roc.built_with_cuda
+        if not self.distributed:
+            device = args.device or ("cuda" if has_cuda else "cpu")
+            if device == "cuda" and has_cuda:   # named as under torchrun: cuda:N
+                device = "cuda:%d" % torch.cuda.current_device()
+            return device
+        if args.device not in (None, "cpu", "cuda"):
+            raise InputError("under torchrun each process uses cuda:LOCAL_RANK: give --device "
+                             "cuda or cpu, not %r" % args.device)
+        if args.device == "cuda" and not has_cuda:
+            raise InputError("--device cuda: %s" % ("torch sees no CUDA device"
+                                                    if roc.built_with_cuda else
+                                                    "_ext.roc was built without CUDA"))
+        use_cuda = has_cuda and args.device != "cpu"
+        if use_cuda:
+            if self.local_rank >= torch.cuda.device_count():
+                raise RuntimeError("LOCAL_RANK %d but this machine shows %d CUDA device(s)"
+                                   % (self.local_rank, torch.cuda.device_count()))
+            torch.cuda.set_device(self.local_rank)
+        torch.distributed.init_process_group(
+            "nccl" if use_cuda else "gloo",
+            timeout=datetime.timedelta(seconds=args.timeout))
+        self.started = True
+        from _ext.roc import _distributed
+        self.session = _distributed.session(PROG, True)
+        return "cuda:%d" % self.local_rank if use_cuda else "cpu"
+
+    def together(self, work):
+        """work() here; under torchrun, a failure on any process is raised on
+        every process, naming its rank."""
+        if self.session is None:
+            return work()
+
+        def guarded():
+            # the agreement step passes on the errors it knows; any other would
+            # leave the other processes waiting for this one until --timeout
+            try:
+                return work()
+            except (InputError, ValueError, TypeError, RuntimeError, MemoryError, OSError):
+                raise
+            except Exception as error:
+                raise RuntimeError("%s: %s" % (type(error).__name__, error)) from error
+        return self.session.step(guarded)
+
+    def close(self):
+        """Leaves the process group. Whatever still holds the group goes first
+        (the session; a failed agreement step's traceback, which is a reference
+        cycle), so that the group's threads end here: gloo's, left to interpreter
+        exit, can abort the process."""
+        self.session = None
+        gc.collect()
+        if self.started:
+            import torch
+            torch.distributed.destroy_process_group()
+            self.started = False
+
+
+# ---------------------------------------------------------------------------
+# inputs
+
+class Job:
+    """What to evaluate: a description of the inputs for the JSON, the number
+    of pairs, the warnings about the inputs, and evaluate(options, grouped),
+    which returns the RocReport (with grouped, of this process's shard)."""
+
+    def __init__(self, inputs, n_pairs, warnings, evaluate):
+        self.inputs = inputs
+        self.n_pairs = n_pairs
+        self.warnings = warnings
+        self.evaluate = evaluate
+
+
+EXCLUDED = "their pairs are excluded (counted as NaN scores)"
+
+
+def warn_or_fail(warning, consequence, warnings, strict):
+    """A problem with the inputs: an error with --strict, else a warning."""
+    if warning is None:
+        return
+    if strict:
+        raise InputError(warning + " (--strict)")
+    warnings.append("%s: %s" % (warning, consequence))
+
+
+def masked(name, feature, warnings, strict):
+    """feature with its unusable rows (non-finite or all zero) set to NaN, so
+    that every pair with one scores NaN and is excluded, and counted."""
+    rows = embeddings.unusable_rows(feature)
+    warn_or_fail(embeddings.unusable_warning(name, rows, feature.shape[0]), EXCLUDED,
+                 warnings, strict)
+    if rows.size:
+        feature = feature.copy()
+        feature[rows] = np.nan
+    return feature
+
+
+def same_set_job(args):
+    """Every pair of one set: each process takes consecutive rows of the set,
+    balanced by pairs, against the whole set."""
+    from _ext import roc
+    warnings = []
+    feature, label = embeddings.checked(args.query, embeddings.load(args.query))
+    feature = masked(args.query, feature, warnings, args.strict)
+    n = feature.shape[0]
+
+    def evaluate(options, grouped):
+        if not grouped:
+            return roc.evaluate(label, None, feat_q=feature, same_set=args.same_set, **options)
+        a, b = roc.shard_rows(n, True, same_set=args.same_set)
+        return roc.evaluate(label[a:b], label, feat_q=feature[a:b], feat_g=feature,
+                            same_set=args.same_set, group=True, **options)
+    n_pairs = n * (n - 1) // (1 if args.same_set == "ordered" else 2)
+    return Job({"set": args.query}, n_pairs, warnings, evaluate)
+
+
+def two_sets_job(args):
+    """Every (query, gallery) pair: each process takes consecutive queries
+    against the whole gallery."""
+    from _ext import roc
+    warnings = []
+    if args.query is None:
+        (query, gallery), names = embeddings.demo_data(), ("query", "gallery")
+        inputs = {"demo": "the embedded data set, 3,000 queries x 4,000 gallery entries"}
+    else:
+        query, gallery = embeddings.load(args.query), embeddings.load(args.gallery)
+        names = (args.query, args.gallery)
+        inputs = {"query": args.query, "gallery": args.gallery}
+    feature_q, label_q, feature_g, label_g = embeddings.query_gallery(query, gallery, names)
+    feature_q = masked(names[0], feature_q, warnings, args.strict)
+    feature_g = masked(names[1], feature_g, warnings, args.strict)
+
+    def evaluate(options, grouped):
+        if not grouped:
+            return roc.evaluate(label_q, label_g, feat_q=feature_q, feat_g=feature_g, **options)
+        a, b = roc.shard_rows(feature_q.shape[0], True)
+        return roc.evaluate(label_q[a:b], label_g, feat_q=feature_q[a:b], feat_g=feature_g,
+                            group=True, **options)
+    return Job(inputs, feature_q.shape[0] * feature_g.shape[0], warnings, evaluate)
+
+
+def pairs_job(args):
+    """The pairs of a list: each process takes consecutive pairs of the list."""
+    from _ext import roc
+    warnings = []
+    path = args.query
+    id_a, id_b, genuine = embeddings.read_pairs(args.pairs)
+    inputs = {"pairs": args.pairs, "features": path}
+    if args.templates is None:
+        data = embeddings.load(path, keys=("feature", "id"),
+                               hint="; a pair list needs the id of each feature row (or "
+                                    "--templates for IJB template ids)")
+        feature = embeddings.features_of(path, data["feature"])
+        ids = embeddings.integers_of(path, "id", data["id"], feature.shape[0])
+        feature = masked(path, feature, warnings, args.strict)
+    else:
+        if args.templates:
+            data = embeddings.load(path, keys=("feature",))
+            feature = embeddings.features_of(path, data["feature"])
+            template, media = embeddings.read_template_media(args.templates, feature.shape[0],
+                                                             path)
+            inputs["templates"] = args.templates
+        else:
+            data = embeddings.load(path, keys=("feature", "template", "media"),
+                                   hint="; give --templates TID_MID_FILE, or store them")
+            feature = embeddings.features_of(path, data["feature"])
+            template, media = (embeddings.integers_of(path, key, data[key], feature.shape[0])
+                               for key in ("template", "media"))
+            inputs["templates"] = path
+        rows = embeddings.unusable_rows(feature)
+        warn_or_fail(embeddings.unusable_warning(path, rows, feature.shape[0],
+                                                 "image feature rows"),
+                     "left out of their templates", warnings, args.strict)
+        ids, feature = embeddings.template_features(feature, template, media)
+        empty = np.flatnonzero(np.isnan(feature).any(axis=1))
+        if empty.size:
+            warn_or_fail("%s: %d of %d templates have no usable image feature (template ids "
+                         "%s)" % (path, empty.size, ids.size, embeddings.rows_text(ids[empty])),
+                         EXCLUDED, warnings, args.strict)
+    id_rows = embeddings.IdRows(path, ids)
+    index_a = embeddings.pair_rows(args.pairs, path, id_rows, id_a)
+    index_b = embeddings.pair_rows(args.pairs, path, id_rows, id_b)
+
+    def evaluate(options, grouped):
+        if not grouped:
+            return roc.evaluate_pairs(genuine, feat_a=feature, feat_b=feature, index_a=index_a,
+                                      index_b=index_b, **options)
+        a, b = roc.shard_rows(genuine.size, True)
+        return roc.evaluate_pairs(genuine[a:b], feat_a=feature, feat_b=feature,
+                                  index_a=index_a[a:b], index_b=index_b[a:b], group=True,
+                                  **options)
+    return Job(inputs, int(genuine.size), warnings, evaluate)
+
+
+# ---------------------------------------------------------------------------
+# outputs
+
+def options_record(args):
+    """The options that shape the report, for the JSON."""
+    return {"same_set": args.same_set or False, "mode": args.mode, "bins": args.bins,
+            "range": list(args.range), "fars": list(args.far), "far_rule": args.far_rule,
+            "similarity": args.similarity, "chunk": args.chunk, "strict": args.strict}
+
+
+def write_json(path, report, job, args, device, world_size, timing):
+    out = report.to_dict()
+    out.update(inputs=job.inputs, options=options_record(args), device=device,
+               world_size=world_size, timing=timing, warnings=job.warnings)
+    with open(path, "w") as f:
+        json.dump(out, f, allow_nan=False, indent=1)
+        f.write("\n")
+
+
+def write_curve(path, report, label):
+    """report.save_curve's arrays, with the AUC, EER and TAR@FAR rows beside
+    them, so that the file can be plotted on its own."""
+    with open(path, "wb") as f:
+        report.save_curve(f)
+    rows = report.tar_at_far
+    extras = {"auc": np.float64(report.auc), "eer": np.float64(report.eer),
+              "eer_threshold": np.float64(report.eer_threshold),
+              "far": np.array([r.far for r in rows], np.float64),
+              "tar": np.array([r.tar for r in rows], np.float64),
+              "far_threshold": np.array([r.threshold for r in rows], np.float64),
+              "far_false_accepts": np.array([r.false_accepts for r in rows], np.uint64),
+              "far_below_resolution": np.array([r.below_resolution for r in rows], bool),
+              "n_genuine": np.int64(report.n_genuine), "n_impostor": np.int64(report.n_impostor),
+              "n_nan": np.int64(report.n_nan), "mode": np.str_(report.mode),
+              "far_rule": np.str_(report.far_rule), "pairs": np.str_(report.pairs),
+              "label": np.str_(label or "ROC")}
+    with zipfile.ZipFile(path, "a") as archive:
+        for name, value in extras.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+
+
+# ---------------------------------------------------------------------------
+# main
+
+def run(args, processes):
+    import torch  # noqa: F401  (before the clock: imports are not the evaluation's time)
+    from _ext import roc  # noqa: F401
+
+    device = processes.start(args)
+    lead = processes.rank == 0
+    outputs = [p for p in (args.plot, args.json, args.curve) if p] if lead else []
+    processes.together(lambda: [check_writable(path) for path in outputs])
+    start = time.perf_counter()
+    make_job = pairs_job if args.pairs else same_set_job if args.same_set else two_sets_job
+    job = processes.together(lambda: make_job(args))
+    loaded = time.perf_counter()
+    if lead:
+        for warning in job.warnings:
+            print("%s: warning: %s" % (PROG, warning), file=sys.stderr)
+        print("%s pairs on %s%s, %s mode" % (
+            "{:,}".format(job.n_pairs), device,
+            " x %d processes" % processes.world_size if processes.distributed else "",
+            args.mode))
+    progress = ProgressBar(lead and not args.no_progress and sys.stderr.isatty())
+    options = dict(mode=args.mode, bins=args.bins, range=tuple(args.range), fars=tuple(args.far),
+                   far_rule=args.far_rule, device=device, chunk=args.chunk,
+                   similarity=args.similarity, progress=progress)
+    try:
+        report = job.evaluate(options, processes.distributed)
+    finally:
+        progress.close()
+    done = time.perf_counter()
+    if not lead:
+        return
+    timing = {"load_s": loaded - start, "evaluate_s": done - loaded}
+    print(report.table())
+    print("%.3f s (loading %.3f s, evaluation %.3f s)" % (done - start, loaded - start,
+                                                         done - loaded))
+    if args.json:
+        write_json(args.json, report, job, args, device, processes.world_size, timing)
+        print("saved", args.json)
+    if args.curve:
+        write_curve(args.curve, report, args.label)
+        print("saved", args.curve)
+    if args.plot:
+        title = "%s genuine + %s impostor pairs (%s)" % (
+            "{:,}".format(report.n_genuine), "{:,}".format(report.n_impostor), report.mode)
+        draw([curve_of_report(report, args.label)], args.plot, title)
+        print("saved", args.plot)
+
+
+def failure_line(error, processes):
+    """The line to print for an error, or None where another process prints it."""
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if processes is not None and processes.distributed:
+        if not AGREED.match(message) and not isinstance(error, InputError):
+            message = "rank %d: %s" % (processes.rank, message)   # this process's own
+        elif processes.rank != 0:
+            return None    # every process has it: rank 0 says it
+    return message if message.startswith(PROG + ": ") else "%s: %s" % (PROG, message)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    processes = None
+    failed = False
     try:
-        import torch
-        from _ext import roc
-
-        if args.query is None:
-            if args.gallery is not None:
-                raise InputError("give query.npz and gallery.npz, or one file with --same-set")
-            print("no files given: the embedded demo data set (3,000 x 4,000 pairs)")
-            query, gallery = demo_data()
-            feature_q, label_q, feature_g, label_g = query_gallery(query, gallery)
-            args.same_set = False
-        elif args.same_set:
-            if args.gallery is not None:
-                raise InputError("--same-set takes one file, got two")
-            feature_q, label_q = checked("set", load(args.query))
-            feature_g = label_g = None
-        else:
-            if args.gallery is None:
-                raise InputError("give a gallery .npz too, or --same-set for one set")
-            feature_q, label_q, feature_g, label_g = query_gallery(load(args.query),
-                                                                   load(args.gallery))
-        device = args.device or ("cuda" if torch.cuda.is_available() and roc.built_with_cuda
-                                 else "cpu")
-        n_query = feature_q.shape[0]
-        n_pairs = n_query * (n_query - 1) // 2 if args.same_set else n_query * feature_g.shape[0]
-        print("%s pairs on %s, %s mode" % ("{:,}".format(n_pairs), device, args.mode))
-        progress = ProgressBar(not args.no_progress)
-        start = time.perf_counter()
-        try:
-            report = roc.evaluate(
-                label_q, label_g, feat_q=feature_q, feat_g=feature_g, same_set=args.same_set,
-                mode=args.mode, bins=args.bins, range=tuple(args.range), fars=tuple(args.far),
-                far_rule=args.far_rule, device=device, chunk=args.chunk,
-                similarity=args.similarity, progress=progress)
-        finally:
-            progress.close()
-        seconds = time.perf_counter() - start
-    except InputError as error:
-        fail("roc.py", str(error))
-    except (ValueError, TypeError, RuntimeError, MemoryError) as error:
-        fail("roc.py", str(error).splitlines()[0] if str(error) else type(error).__name__)
-
-    print(report.table())
-    print("%.3f s" % seconds)
-    if args.plot:
-        title = "%s pairs" % "{:,}".format(report.n_genuine + report.n_impostor)
-        plot(report, args.plot, title)
-        print("saved", args.plot)
-    if args.json:
-        out = report.to_dict()
-        out.update(seconds=seconds, device=device, similarity=args.similarity,
-                   same_set=args.same_set)
-        with open(args.json, "w") as f:
-            json.dump(out, f)
-        print("saved", args.json)
+        processes = Processes()
+        check_combination(args)
+        run(args, processes)
+    except (InputError, ValueError, TypeError, RuntimeError, MemoryError, OSError) as error:
+        failed = True
+        line = failure_line(error, processes)
+        if line:
+            print(line, file=sys.stderr)
+    # the process group goes once the error, and what its traceback held, is gone
+    if processes is not None:
+        processes.close()
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
