@@ -158,13 +158,14 @@ class GroupSession:
         """Runs `work` here, then learns every rank's outcome: a failure on any rank
         is raised on every rank, naming it. With gather, returns every rank's
         result (small, picklable) in rank order."""
-        error = result = None
+        status = result = None
         try:
             result = work()
         except tuple(ERRORS.values()) as caught:
-            error = caught
-        outcome = ((type(error).__name__, str(error)) if error is not None else None,
-                   result if gather else None)
+            # the type and message only: keeping the exception would keep its
+            # traceback, and with it this frame and the process group, alive
+            status = (type(caught).__name__, str(caught))
+        outcome = (status, result if gather else None)
         outcomes = [None] * self.world_size
         self.dist.all_gather_object(outcomes, outcome, group=self.group)
         failed = [(rank, status) for rank, (status, _) in enumerate(outcomes) if status]
@@ -172,8 +173,7 @@ class GroupSession:
             rank, (kind, message) = failed[0]
             text = message[len(self.fn) + 2:] if message.startswith(self.fn + ": ") else message
             more = " (and %d other rank(s))" % (len(failed) - 1) if len(failed) > 1 else ""
-            raise ERRORS.get(kind, RuntimeError)("%s: rank %d%s: %s" % (self.fn, rank, more, text)) \
-                from error
+            raise ERRORS.get(kind, RuntimeError)("%s: rank %d%s: %s" % (self.fn, rank, more, text))
         if not gather:
             return result
         infos = [info for _, info in outcomes]

@@ -153,9 +153,7 @@ def parse_args(argv):
                         choices=("max_tpr", "nearest", "first_above", "interpolate",
                                  "nearest_sklearn"),
                         help="how TAR@FAR picks its curve point (nearest_sklearn: "
-                             "InsightFace's IJB rule, on scikit-learn's curve with --mode "
-                             "curve; exact mode's curve lacks scikit-learn's collinear points "
-                             "among tied impostor scores)")
+                             "InsightFace's IJB rule on scikit-learn's curve)")
     parser.add_argument("--similarity", choices=("cosine", "dot"), default="cosine")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
     parser.add_argument("--chunk", type=positive(int), help="pairs per step")
@@ -267,9 +265,9 @@ class Processes:
 
     def close(self):
         """Leaves the process group. Whatever still holds the group goes first
-        (the session; a failed agreement step's traceback, which is a reference
-        cycle), so that the group's threads end here: gloo's, left to interpreter
-        exit, can abort the process."""
+        (the session, and any reference cycle through a traceback), so that the
+        group's threads end here: gloo's, left to interpreter exit, can abort
+        the process."""
         self.session = None
         gc.collect()
         if self.started:
