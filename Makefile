@@ -171,6 +171,7 @@ endif
 bench: build build/libroc_blog.so
 	$(PY) scripts/bench_roc.py --markdown BENCHMARKS.md
 	$(PY) scripts/bench_ops.py --markdown BENCHMARKS.md
+	$(PY) scripts/bench_calls.py --markdown BENCHMARKS.md
 
 # the blog's 2018 kernel, the peer of bench_roc.py (kept apart from the library)
 build/libroc_blog.so: dev/cuda/roc_blog.cu $(PY_READY)
