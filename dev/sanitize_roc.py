@@ -1,10 +1,11 @@
 """Small calls that cover every ROC kernel path, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python3 dev/sanitize_roc.py
-    compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py --small
+    compute-sanitizer --tool initcheck python3 dev/sanitize_roc.py --small
+    compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py --race
 
-(--small leaves out the 2000 x 2000 case, which outlasts minutes under
-racecheck; the 300 x 700 case still takes the global-counter paths.)
+(--small leaves out the 2000 x 2000 case; --race makes one call of each
+kernel that shares memory between threads, since racecheck is slow.)
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
@@ -136,8 +137,36 @@ def pair_list_cases(generator):
     return ran
 
 
+def race_cases(generator):
+    """One call of each kernel that shares memory between threads (racecheck is
+    slow): the legacy histogram, the score and feature passes with shared and
+    global counters, binned and exact, and the sorted count."""
+    labels_q = torch.randint(0, 40, (200,), device="cuda", generator=generator)
+    labels_g = torch.randint(0, 40, (300,), device="cuda", generator=generator)
+    feat_q = torch.randn(200, 16, device="cuda", generator=generator)
+    feat_g = torch.randn(300, 16, device="cuda", generator=generator)
+    score = roc.pair_scores(feat_q, feat_g)
+    histo = torch.zeros(1024, device="cuda")
+    roc.gpu_roc(score, histo, histo.clone(), labels_q.float(), labels_g.float())
+    ran = 1
+    for source in (dict(score=score), dict(feat_q=feat_q, feat_g=feat_g)):
+        for mode, bins in (("exact", 1024), ("binned", 1024), ("binned", 20000)):
+            roc.evaluate(labels_q, labels_g, mode=mode, bins=bins, **source)
+            ran += 1
+    one_q, one_g = torch.zeros_like(labels_q), torch.zeros_like(labels_g)
+    one_q[0], one_g[0] = 1, 2  # nearly every pair genuine: 59,000 levels, global counters
+    for source in (dict(score=score), dict(feat_q=feat_q, feat_g=feat_g)):
+        roc.evaluate(one_q, one_g, **source)
+    genuine = torch.rand(40_000, device="cuda", generator=generator) < 0.5
+    roc.evaluate_pairs(genuine, torch.randn(40_000, device="cuda", generator=generator))
+    return ran + 3
+
+
 def main():
     generator = torch.Generator(device="cuda").manual_seed(0)
+    if "--race" in sys.argv[1:]:
+        print("sanitize_roc: %d calls ran" % race_cases(generator))
+        return
     ran = legacy_cases(generator) + evaluator_cases(generator, "--small" in sys.argv[1:])
     torch.cuda.synchronize()
     print("sanitize_roc: %d calls ran" % ran)

@@ -779,22 +779,24 @@ cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t 
                                                   run_counts.get(), n_runs.get(), n_pairs,
                                                   stream);
     }));
-    genuine->keys = static_cast<uint32_t *>(ext_malloc(n_pairs * sizeof(uint32_t)));
-    genuine->counts = static_cast<uint64_t *>(ext_malloc(n_pairs * sizeof(uint64_t)));
-    if (!genuine->keys || !genuine->counts)
-        return cudaErrorMemoryAllocation;
     unsigned long long n_nan = 0;
     int64_t U = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&n_nan, nan.get(), sizeof n_nan, cudaMemcpyDeviceToHost,
                                  stream));
     EXT_CUDA_TRY(cudaMemcpyAsync(&U, n_runs.get(), sizeof U, cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.get(), n_pairs * sizeof(uint32_t),
-                                 cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.get(), n_pairs * sizeof(uint64_t),
-                                 cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     if (n_pairs == 0)
         U = 0;
+    /* the runs only: the buffers' tails were never written */
+    genuine->keys = static_cast<uint32_t *>(ext_malloc(U * sizeof(uint32_t)));
+    genuine->counts = static_cast<uint64_t *>(ext_malloc(U * sizeof(uint64_t)));
+    if (!genuine->keys || !genuine->counts)
+        return cudaErrorMemoryAllocation;
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->keys, unique.get(), U * sizeof(uint32_t),
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(genuine->counts, run_counts.get(), U * sizeof(uint64_t),
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     if (n_nan > 0) { /* drop the NaN run */
         memmove(genuine->keys, genuine->keys + 1, (U - 1) * sizeof(uint32_t));
         memmove(genuine->counts, genuine->counts + 1, (U - 1) * sizeof(uint64_t));
