@@ -486,6 +486,87 @@ def workload_pairs(timer, targets, quick):
     return tables
 
 
+def distributed(args):
+    """Under torchrun, one process a GPU: the 2.6e11-pair workload (and the IFRT
+    size with --ifrt), easy and hard, exact, on one GPU (rank 0 alone) and on
+    all of them (group=True), checked equal count for count; rank 0 writes the
+    section. Wall times with the GPUs synchronized (the evaluation waits for its
+    counts)."""
+    import torch.distributed as dist
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sizes = [("2.6e11", 100_000, 650_000)] + ([("IFRT", 1_000_000, 650_000)] if args.ifrt else [])
+    rows, device = [], torch.cuda.get_device_name()
+
+    def timed(fn):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        return time.perf_counter() - start, result
+
+    for name, n_query, n_ids in sizes:
+        for hard in (False, True):
+            labels_q, feat_q, labels_g, feat_g = scale_embeddings(n_query, n_ids, 512, hard,
+                                                                  seed=4)
+            one = None
+            if rank == 0:
+                start = time.perf_counter()
+                one = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
+                torch.cuda.synchronize()
+                one_s = time.perf_counter() - start
+            a, b = roc.shard_rows(n_query, True)
+            many_s, many = timed(lambda: roc.evaluate(labels_q[a:b], labels_g, feat_q=feat_q[a:b],
+                                                      feat_g=feat_g, group=True))
+            if rank == 0:
+                same = (np.array_equal(one.false_accepts, many.false_accepts) and
+                        np.array_equal(one.true_accepts, many.true_accepts) and
+                        one.auc == many.auc and one.n_impostor == many.n_impostor)
+                comm = many.communication
+                rows.append((name, "hard" if hard else "easy", one_s, many_s, comm, same))
+                print("  %s %s: 1 GPU %.2f s, %d GPUs %.2f s (%.2fx), communication %.3f s "
+                      "(%.2f%%), %.1f MB sent by rank 0, identical: %s" % (
+                          name, rows[-1][1], one_s, world, many_s, one_s / many_s,
+                          comm["seconds"], 100 * comm["seconds"] / many_s, comm["bytes"] / 1e6,
+                          same), flush=True)
+            del labels_q, feat_q, labels_g, feat_g, one, many
+            torch.cuda.empty_cache()
+    if rank == 0 and args.markdown:
+        lines = ["## ROC evaluation on %d GPUs (`scripts/bench_roc.py --distributed`)" % world, "",
+                 "Device: %d x %s, %s, NCCL (NVLink multicast off). Command: `torchrun "
+                 "--nproc-per-node=%d scripts/bench_roc.py --distributed%s --markdown %s`. "
+                 "Exact mode from features (D = 512, 4 gallery images per identity); the one-GPU "
+                 "time is rank 0 alone on the same inputs, the result compared count for count; "
+                 "wall times with the GPUs synchronized; communication = the collectives of the "
+                 "levels and counts (report.communication)." % (
+                     world, device, datetime.date.today().isoformat(), world,
+                     " --ifrt" if args.ifrt else "", os.path.basename(args.markdown)), "",
+                 "| workload | 1 GPU s | %d GPUs s | speed-up | communication s (share) | bytes "
+                 "sent by rank 0 | identical to 1 GPU |" % world, "|---|---|---|---|---|---|---|"]
+        for name, form, one_s, many_s, comm, same in rows:
+            lines.append("| %s %s | %.2f | %.2f | %.2fx | %.3f (%.2f%%) | %.1f MB | %s |" % (
+                name, form, one_s, many_s, one_s / many_s, comm["seconds"],
+                100 * comm["seconds"] / many_s, comm["bytes"] / 1e6, "yes" if same else "**no**"))
+        targets = ["", "| target | measured | met |", "|---|---|---|"]
+        for name, form, one_s, many_s, comm, same in rows:
+            if name == "2.6e11":
+                targets.append("| %d GPUs >= %.2fx one GPU, %s | %.2f | %s |" % (
+                    world, 0.925 * world, form, one_s / many_s,
+                    "yes" if one_s / many_s >= 0.925 * world else "**no**"))
+                targets.append("| communication <= 1%% of the time, %s | %.2f%% | %s |" % (
+                    form, 100 * comm["seconds"] / many_s,
+                    "yes" if comm["seconds"] <= 0.01 * many_s else "**no**"))
+        write_section(args.markdown, "bench_roc.py --distributed",
+                      "\n".join(lines + targets) + "\n")
+        print("wrote", args.markdown)
+    dist.destroy_process_group()
+
+
 def workload_same_set(timer, n, dim, per_id):
     """One set against itself: each unordered pair once, no self-pairs."""
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -525,7 +606,11 @@ def main(argv=None):
     parser.add_argument("--ifrt", action="store_true",
                         help="also the IFRT size: 1,000,000 x 2,600,000 pairs (minutes)")
     parser.add_argument("--only", choices=("scale", "pairs"), help="only these workloads")
+    parser.add_argument("--distributed", action="store_true",
+                        help="under torchrun: one GPU against all of them (see distributed())")
     args = parser.parse_args(argv)
+    if args.distributed:
+        return distributed(args)
     if not torch.cuda.is_available() or not roc.built_with_cuda:
         sys.exit("bench_roc.py: needs a CUDA device and a CUDA build")
     torch.backends.cuda.matmul.allow_tf32 = False
