@@ -605,7 +605,10 @@ def main(argv=None):
     parser.add_argument("--markdown", help="write the tables to this file (BENCHMARKS.md)")
     parser.add_argument("--ifrt", action="store_true",
                         help="also the IFRT size: 1,000,000 x 2,600,000 pairs (minutes)")
-    parser.add_argument("--only", choices=("scale", "pairs"), help="only these workloads")
+    parser.add_argument("--only", choices=("matrix", "pairs", "scale"),
+                        help="one group of workloads (its own section of --markdown): the "
+                             "blog's size, 1e10 and same set; lists of pairs; the 2.6e11 and "
+                             "IFRT sizes")
     parser.add_argument("--distributed", action="store_true",
                         help="under torchrun: one GPU against all of them (see distributed())")
     args = parser.parse_args(argv)
@@ -624,7 +627,7 @@ def main(argv=None):
     targets = {}
     tables = []
     once = cuda_event_timer(warmup=0, repeat=1)
-    if args.only is None:
+    if args.only in (None, "matrix"):
         tables.append(workload_matrix(timer, 10_000, 21_000, 512, targets, args.quick))
         if args.quick:
             tables.append(workload_features(timer, 5_000, 20_000, 512, targets))
@@ -645,7 +648,7 @@ def main(argv=None):
     else:
         scale = []
 
-    checks = [] if args.only else [
+    checks = [] if args.only not in (None, "matrix") else [
         ("gpu_roc >= 3x faster than the blog kernel",
          targets["blog"] / targets["gpu_roc"] if targets.get("blog") else float("nan"), 3.0, ">="),
         ("gpu_roc >= 4x faster than the torch.histc pair",
@@ -684,9 +687,11 @@ def main(argv=None):
     print(summary)
 
     if args.markdown:
-        command = "python scripts/bench_roc.py" + (" --quick" if args.quick else "") + \
-            " --markdown " + os.path.basename(args.markdown)
-        body = ["## ROC evaluation (`scripts/bench_roc.py`)", "",
+        options = (" --quick" if args.quick else "") + (" --only " + args.only if args.only
+                                                         else "") + (" --ifrt" if args.ifrt else "")
+        command = "python scripts/bench_roc.py" + options + " --markdown " + \
+            os.path.basename(args.markdown)
+        body = ["## ROC evaluation (`scripts/bench_roc.py%s`)" % options, "",
                 "Device: %s, %s. Command: `%s` (also `make bench`)." % (
                     device, datetime.date.today().isoformat(), command),
                 "Measured ceilings: copy %.0f GB/s (bytes read + written), fp32 GEMM %.1f "
@@ -700,7 +705,7 @@ def main(argv=None):
         for table in tables:
             body += [table.markdown(copy_bw, gemm_rate), ""]
         body += ["### Targets", "", summary, ""]
-        write_section(args.markdown, "bench_roc.py", "\n".join(body))
+        write_section(args.markdown, "bench_roc.py" + options, "\n".join(body))
         print("wrote", args.markdown)
 
 
