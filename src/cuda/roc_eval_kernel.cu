@@ -50,6 +50,10 @@ using FeatureTile = roc_gemm::Tile<2>;
 constexpr size_t kSharedCountersScore = 96 * 1024;
 constexpr size_t kSharedCountersFeature = 56 * 1024;
 constexpr size_t kStaticSharedMargin = 1024; /* the kernels' own static shared memory */
+/* Flat scores with more genuine levels than this are counted sorted
+ * (count_sorted): their counters no longer stay in L2, and two scattered
+ * atomics a pair cost about a nanosecond each (4e9 pairs, 2.4e7 levels: 4.2 s). */
+constexpr int64_t kSortedLevels = int64_t(1) << 20;
 
 template <typename T> using Buffer = ExtDeviceBuffer<T>;
 
@@ -950,11 +954,10 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
     return cudaStreamSynchronize(stream);
 }
 
-/* Exact mode over n flat scores when the levels' counters do not fit in
- * shared memory: sorted, the pairs of one gap come together, so each distinct
- * key costs one atomic and the level lookups run in key order, instead of two
- * scattered atomics a pair (NVIDIA H100, 4e9 pairs with 2.4e7 levels: see
- * dev/NOTES.md). Memory: a few buffers of n keys (n is the step, `chunk`). */
+/* Exact mode over n flat scores with many levels (kSortedLevels): sorted, the
+ * pairs of one gap come together, so each distinct key costs one atomic and
+ * the level lookups run in key order, instead of two scattered atomics a pair.
+ * Memory: a few buffers of n keys (n is the step, `chunk`). */
 cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *score, int64_t n)
 {
     ExtDeviceArena &arena = ev->arena;
@@ -1149,7 +1152,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
                         : pass_params(ev, row_begin, row_end, keys.get());
     if (list)
         p.n_gallery = n;
-    if (list && ev->src.score && ev->src.mode == kExact && !p.shared_gaps)
+    if (list && ev->src.score && ev->src.mode == kExact && ev->n_levels > kSortedLevels)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
     if (ev->src.mode == kCurve) {
         EXT_CUDA_TRY(launch_pass<kCurve>(ev, p, row_begin));
