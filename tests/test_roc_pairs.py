@@ -264,6 +264,21 @@ def test_gpu_pairs_equal_cpu(rng, mode):
 
 
 @pytest.mark.gpu
+def test_gpu_pairs_with_millions_of_levels_equal_cpu(rng):
+    """Past 2^20 genuine levels the GPU counts flat scores sorted, step by step."""
+    genuine, score = flat_pairs(rng, 3_000_000, positive=0.5)
+    score[::1000] = np.nan
+    cpu = roc.evaluate_pairs(genuine, score)
+    gpu = roc.evaluate_pairs(torch.from_numpy(genuine).cuda(), torch.from_numpy(score).cuda(),
+                             chunk=1_000_000)
+    assert len(cpu.counts["genuine_scores"]) > 1 << 20
+    for name in ("genuine", "impostor_at", "impostor_between", "impostor_between_min"):
+        np.testing.assert_array_equal(gpu.counts[name], cpu.counts[name])
+    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+    assert (gpu.n_nan, gpu.auc) == (cpu.n_nan, cpu.auc)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
 def test_gpu_listed_pairs_equal_cpu(rng, similarity):
     feat = rng.normal(size=(300, 70)).astype(np.float32)
