@@ -661,3 +661,29 @@ def test_cuda_misaligned_and_sign_bits():
     assert misaligned.released == 1
     with pytest.raises(ValueError, match=r"^gelu: input has its negative bit set"):
         gelu_cuda_raw(torch._neg_view(memory), torch.empty(13, device="cuda"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(4, 3), lambda: torch.randn(4, 3).T, lambda: torch.arange(20)[3:15:2],
+    lambda: torch.zeros(2, 0, 5), lambda: torch.tensor(7.0), lambda: torch.ones(3, 1, 2).expand(3, 4, 2),
+    lambda: torch.randint(0, 9, (2, 3), dtype=torch.int16), lambda: torch.rand(5) > 0.5,
+    lambda: torch.randn(2, 2, dtype=torch.bfloat16), lambda: torch.randn(6, 5)[1:, 2:]])
+def test_torch_fast_path_gives_the_dlpack_descriptor(make):
+    """A torch tensor is described from its own fields: the same descriptor as
+    its DLPack export gives."""
+    x = make()
+    fast = _ffi.describe(gelu.ffi, "gelu", "input", x)
+    managed, versioned = _ffi._take("gelu", "input", _ffi._export("gelu", "input", x, False))
+    lib = _ffi._lib_of(gelu.ffi)
+    slow = gelu.ffi.gc(gelu.ffi.new("ext_tensor *"),
+                       lambda _: lib.ext_dlpack_release(managed, versioned))
+    _ffi.check(gelu.ffi, lib, lib.ext_tensor_from_dlpack(slow, managed, versioned, 0, b"gelu",
+                                                         b"input"))
+    n = slow.ndim
+    assert (fast.ndim, fast.dtype, fast.device_type, fast.device_index) == \
+        (slow.ndim, slow.dtype, slow.device_type, slow.device_index)
+    assert list(fast.sizes[0:n]) == list(slow.sizes[0:n])
+    assert [s for s, d in zip(fast.strides[0:n], fast.sizes[0:n]) if d > 1] == \
+        [s for s, d in zip(slow.strides[0:n], slow.sizes[0:n]) if d > 1]
+    assert x.numel() == 0 or int(gelu.ffi.cast("uintptr_t", fast.data)) == \
+        int(gelu.ffi.cast("uintptr_t", slow.data))

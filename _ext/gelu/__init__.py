@@ -136,6 +136,8 @@ def gelu(x, approximate="none"):
     """
     require_tensor("gelu", "input", x)
     _approximation_code("gelu", approximate)
+    if not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())):
+        return gelu_forward(x, approximate)  # the op's kernel, without the dispatcher
     return _gelu_op(x, approximate)
 
 

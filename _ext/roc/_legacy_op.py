@@ -1,5 +1,5 @@
 """The legacy histogram entry points, gpu_roc and cpu_roc, and the custom ops
-ext::gpu_roc and ext::cpu_roc they go through for torch tensors.
+ext::gpu_roc and ext::cpu_roc they go through when torch.compile traces them.
 
     n_nan = roc.gpu_roc(score, histo1, histo2, labels_q, labels_g)        # an int
     n_nan = torch.ops.ext.gpu_roc(score, histo1, histo2, labels_q, labels_g)  # a tensor
@@ -68,9 +68,17 @@ if torch is not None:
     _gpu_op = torch.ops.ext.gpu_roc.default
 
 
+def _tracing():
+    """Whether torch.compile is tracing the caller: then the op, which it can
+    trace; eagerly, its kernel without the dispatcher (the same code, tens of
+    microseconds less a call: the call waits for its count, so that time is
+    the caller's)."""
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def cpu_roc(score, histo1, histo2, labels_q, labels_g):
     """Legacy histogram of CPU tensors or NumPy arrays; returns the NaN count."""
-    if torch is not None and _all_tensors(score, histo1, histo2, labels_q, labels_g):
+    if _tracing() and _all_tensors(score, histo1, histo2, labels_q, labels_g):
         return int(_cpu_op(score, histo1, histo2, labels_q, labels_g))
     n_nan = ffi.new("int64_t *")
     _count("cpu_roc", lib.roc_hist_cpu, score, histo1, histo2, labels_q, labels_g, n_nan)
@@ -80,7 +88,7 @@ def cpu_roc(score, histo1, histo2, labels_q, labels_g):
 def gpu_roc(score, histo1, histo2, labels_q, labels_g):
     """Legacy histogram of CUDA tensors, on their device and the current
     stream; returns the NaN count once the stream has finished."""
-    if torch is not None and _all_tensors(score, histo1, histo2, labels_q, labels_g):
+    if _tracing() and _all_tensors(score, histo1, histo2, labels_q, labels_g):
         return int(_gpu_op(score, histo1, histo2, labels_q, labels_g))
     n_nan = ffi.new("int64_t *")
     _count("gpu_roc", lib.roc_hist_cuda, score, histo1, histo2, labels_q, labels_g,

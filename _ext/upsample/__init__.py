@@ -293,6 +293,8 @@ def upsample_bilinear(x, scale_factor=None, size=None, coordinate_mode=None, ali
     spatial = x.shape[2:] if x.dim() == 4 else (1, 1)
     scales = _scales(fn, scale_factor, recompute_scale_factor)
     size = output_size(spatial, scale_factor, size, recompute_scale_factor, fn)
+    if not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())):
+        return _forward(x, size, mode, *scales)  # the op's kernel, without the dispatcher
     return _forward_op(x, size, mode, *scales)
 
 
