@@ -54,6 +54,7 @@ constexpr size_t kStaticSharedMargin = 1024; /* the kernels' own static shared m
  * (count_sorted): their counters no longer stay in L2, and two scattered
  * atomics a pair cost about a nanosecond each (4e9 pairs, 2.4e7 levels: 4.2 s). */
 constexpr int64_t kSortedLevels = int64_t(1) << 20;
+constexpr int64_t kSortedChunk = int64_t(1) << 26; /* pairs sorted at once: ~4 GiB of buffers */
 
 template <typename T> using Buffer = ExtDeviceBuffer<T>;
 
@@ -507,32 +508,63 @@ __global__ void flat_keys_kernel(const float *score, int64_t n, uint32_t *keys,
         atomicAdd(&totals[1], nan);
 }
 
-/* Exact mode, sorted distinct keys with their counts: one atomic per distinct
- * key (a level's, or its gap's, with the gap's lowest key), and the top key. */
-__global__ void count_sorted_kernel(const uint32_t *keys, const unsigned long long *counts,
-                                    const int64_t *n_runs, const PassParams p)
+/* Sorted runs of one key, merged by the slot they count into: a slot is 2 g
+ * for gap g, 2 u + 1 for level u (ascending with the key), -1 for NaN. */
+struct RunCount {
+    unsigned long long count;
+    uint32_t min_key;
+};
+
+struct MergeRuns {
+    __device__ RunCount operator()(const RunCount &a, const RunCount &b) const
+    {
+        return RunCount{a.count + b.count, min(a.min_key, b.min_key)};
+    }
+};
+
+/* Exact mode, sorted distinct keys with their counts: each run's slot, and
+ * the highest key into block 0's top slot. */
+__global__ void slot_of_runs_kernel(const uint32_t *keys, const unsigned long long *counts,
+                                    const int64_t *n_runs, const PassParams p, int64_t *slots,
+                                    RunCount *runs)
 {
     const int64_t n = *n_runs;
     const uint32_t lowest = __ldg(p.levels), highest = __ldg(p.levels + p.n_levels - 1);
     for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < n;
          r += int64_t(gridDim.x) * blockDim.x) {
         const uint32_t key = keys[r];
-        const unsigned long long count = counts[r];
-        if (key == ROC_NO_KEY)
-            continue; /* NaN pairs: counted with the keys */
+        runs[r] = RunCount{counts[r], key};
+        if (key == ROC_NO_KEY) { /* NaN pairs: counted with the keys */
+            slots[r] = -1;
+            continue;
+        }
         int at = 0;
         int64_t g = key < lowest ? 0 : p.n_levels;
         if (key >= lowest && key <= highest)
             g = roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
-        if (at) {
-            atomicAdd(&p.at[g], count);
-        } else {
-            atomicAdd(&p.gap[g], count);
-            atomicMin(&p.gap_min[g], key);
-        }
-        if (r == n - 1) { /* the highest key of the chunk */
+        slots[r] = 2 * g + at;
+        if (r == n - 1) {
             p.block_top_key[0] = key;
-            p.block_top_count[0] = count;
+            p.block_top_count[0] = counts[r];
+        }
+    }
+}
+
+/* One atomic a slot of the chunk: into its level or its gap (with the gap's
+ * lowest key). */
+__global__ void count_slots_kernel(const int64_t *slots, const RunCount *runs,
+                                   const int64_t *n_slots, const PassParams p)
+{
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < *n_slots;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t slot = slots[i];
+        if (slot < 0)
+            continue;
+        if (slot % 2) {
+            atomicAdd(&p.at[slot / 2], runs[i].count);
+        } else {
+            atomicAdd(&p.gap[slot / 2], runs[i].count);
+            atomicMin(&p.gap_min[slot / 2], runs[i].min_key);
         }
     }
 }
@@ -955,43 +987,68 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
 }
 
 /* Exact mode over n flat scores with many levels (kSortedLevels): sorted, the
- * pairs of one gap come together, so each distinct key costs one atomic and
- * the level lookups run in key order, instead of two scattered atomics a pair.
- * Memory: a few buffers of n keys (n is the step, `chunk`). */
+ * pairs of one gap come together, so the level lookups run in key order and
+ * each gap (or level) a chunk touches costs one atomic, instead of two
+ * scattered ones a pair. Memory: buffers of kSortedChunk keys. */
 cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *score, int64_t n)
 {
     ExtDeviceArena &arena = ev->arena;
     cudaStream_t stream = arena.stream();
-    Buffer<uint32_t> keys(arena), sorted(arena), unique(arena);
-    Buffer<unsigned long long> counts(arena);
-    Buffer<int64_t> n_runs(arena);
-    EXT_CUDA_TRY(keys.allocate(n));
-    flat_keys_kernel<<<grid_for(n), kThreads, 0, stream>>>(score, n, keys.get(),
-                                                          ev->totals.get());
-    EXT_CUDA_TRY(cudaGetLastError());
-    EXT_CUDA_TRY(sorted.allocate(n));
-    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.get(), sorted.get(), n, 0, 32,
-                                              stream);
-    }));
-    keys.release();
-    EXT_CUDA_TRY(unique.allocate(n));
-    EXT_CUDA_TRY(counts.allocate(n));
-    EXT_CUDA_TRY(n_runs.allocate(1));
-    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(), unique.get(),
-                                                  counts.get(), n_runs.get(), n, stream);
-    }));
-    sorted.release();
-    /* block 0's top slot takes the chunk's highest key, merged like a pass's */
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->block_top_count.get(), 0, sizeof(unsigned long long),
-                                 stream));
-    count_sorted_kernel<<<grid_for(n), kThreads, 0, stream>>>(unique.get(), counts.get(),
-                                                             n_runs.get(), p);
-    EXT_CUDA_TRY(cudaGetLastError());
-    merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(), 1,
-                                          ev->top_key.get(), ev->top_count.get());
-    return cudaGetLastError();
+    for (int64_t begin = 0; begin < n; begin += kSortedChunk) {
+        const int64_t m = std::min(kSortedChunk, n - begin);
+        Buffer<uint32_t> keys(arena), sorted(arena), unique(arena);
+        Buffer<unsigned long long> counts(arena);
+        Buffer<int64_t> n_runs(arena), slots(arena), unique_slots(arena);
+        Buffer<RunCount> runs(arena), merged(arena);
+        EXT_CUDA_TRY(keys.allocate(m));
+        flat_keys_kernel<<<grid_for(m), kThreads, 0, stream>>>(score + begin, m, keys.get(),
+                                                              ev->totals.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+        EXT_CUDA_TRY(sorted.allocate(m));
+        EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+            return cub::DeviceRadixSort::SortKeys(tmp, bytes, keys.get(), sorted.get(), m, 0, 32,
+                                                  stream);
+        }));
+        keys.release();
+        EXT_CUDA_TRY(unique.allocate(m));
+        EXT_CUDA_TRY(counts.allocate(m));
+        EXT_CUDA_TRY(n_runs.allocate(1));
+        EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+            return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(), unique.get(),
+                                                      counts.get(), n_runs.get(), m, stream);
+        }));
+        sorted.release();
+        /* block 0's top slot takes the chunk's highest key, merged like a pass's */
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->block_top_count.get(), 0, sizeof(unsigned long long),
+                                     stream));
+        EXT_CUDA_TRY(slots.allocate(m));
+        EXT_CUDA_TRY(runs.allocate(m));
+        slot_of_runs_kernel<<<grid_for(m), kThreads, 0, stream>>>(unique.get(), counts.get(),
+                                                                  n_runs.get(), p, slots.get(),
+                                                                  runs.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+        unique.release();
+        counts.release();
+        /* the runs of one slot are consecutive: one merged count a slot */
+        int64_t host_runs = 0;
+        EXT_CUDA_TRY(cudaMemcpyAsync(&host_runs, n_runs.get(), sizeof host_runs,
+                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+        EXT_CUDA_TRY(unique_slots.allocate(host_runs));
+        EXT_CUDA_TRY(merged.allocate(host_runs));
+        EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+            return cub::DeviceReduce::ReduceByKey(tmp, bytes, slots.get(), unique_slots.get(),
+                                                  runs.get(), merged.get(), n_runs.get(),
+                                                  MergeRuns{}, host_runs, stream);
+        }));
+        count_slots_kernel<<<grid_for(host_runs), kThreads, 0, stream>>>(
+            unique_slots.get(), merged.get(), n_runs.get(), p);
+        EXT_CUDA_TRY(cudaGetLastError());
+        merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(),
+                                              1, ev->top_key.get(), ev->top_count.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    return cudaSuccess;
 }
 
 /* A list's features for its kernels: as they are for dot, scaled to unit
