@@ -532,3 +532,64 @@ def test_gpu_ten_billion_pairs_from_features():
         (binned.n_genuine, binned.n_impostor, binned.n_nan)
     assert exact.n_genuine == n_query
     assert abs(exact.auc - binned.auc) < 1e-3
+
+
+# ---------------------------------------------------------------------------
+# many genuine levels inside the impostor mass (the hard case at scale)
+
+def hard_pairs(rng, n_query, n_gallery, per_id=4):
+    """Gallery identities of per_id images, queries near image 0 of theirs and
+    the other images random: 3 of 4 genuine scores lie among the impostors; and
+    a few impostors scored exactly like genuine levels (ties at the boundaries)."""
+    n_ids = n_gallery // per_id
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.integers(0, n_ids, n_query)
+    score = rng.normal(0.0, 0.1, (n_query, n_gallery))
+    first = labels_g[None, :] == labels_q[:, None]
+    first &= (np.arange(n_gallery) % per_id == 0)[None, :]
+    score[first] += 0.6
+    score = np.round(score, 3).astype(np.float32)  # ties between and within the kinds
+    genuine = labels_q[:, None] == labels_g[None, :]
+    levels = np.unique(score[genuine])
+    impostors = np.flatnonzero(~genuine.ravel())
+    score.ravel()[rng.choice(impostors, 50)] = rng.choice(levels, 50)  # on a level exactly
+    return labels_q, labels_g, score
+
+
+@pytest.mark.parametrize("source", ["score", "features"])
+def test_many_levels_inside_the_impostor_mass(rng, source):
+    labels_q, labels_g, score = hard_pairs(rng, 150, 400)
+    if source == "features":  # random features: every genuine score among the impostors
+        feat_q = rng.normal(size=(150, 6)).astype(np.float32)
+        feat_g = rng.normal(size=(400, 6)).astype(np.float32)
+        score = roc.pair_scores(feat_q, feat_g)
+        kwargs = dict(feat_q=feat_q, feat_g=feat_g)
+    else:
+        kwargs = dict(score=score)
+    genuine, s = pairs(labels_q, labels_g, score)
+    report = roc.evaluate(labels_q, labels_g, **kwargs)
+    assert len(report.counts["genuine_scores"]) > 300
+    assert abs(report.auc - roc_auc_score(genuine, s)) < 1e-12
+    curve = roc.evaluate(labels_q, labels_g, mode="curve", **kwargs)
+    fpr, tpr, _ = sk_roc_curve(genuine, s)
+    np.testing.assert_array_equal(curve.fpr, fpr)
+    np.testing.assert_array_equal(curve.tpr, tpr)
+    assert_curve_equal((report.fpr, report.tpr, report.thresholds),
+                       reduce_runs(*sk_roc_curve(genuine, s)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["score", "features"])
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
+    """Thousands of levels: the GPU's global gap counters and its index."""
+    labels_q, labels_g, score = hard_pairs(rng, 600, 8000)
+    kwargs = (dict(score=score) if source == "score" else
+              dict(feat_q=rng.normal(size=(600, 16)).astype(np.float32),
+                   feat_g=rng.normal(size=(8000, 16)).astype(np.float32)))
+    cpu = roc.evaluate(labels_q, labels_g, mode=mode, **kwargs)
+    gpu = roc.evaluate(torch.from_numpy(labels_q).cuda(), torch.from_numpy(labels_g).cuda(),
+                       mode=mode, **{k: torch.from_numpy(v).cuda() for k, v in kwargs.items()})
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)

@@ -305,3 +305,17 @@ def test_gpu_ordered_same_set_equals_cpu(rng, source):
                        **{k: torch.from_numpy(v).cuda() for k, v in kwargs.items()})
     np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
     np.testing.assert_array_equal(gpu.true_accepts, cpu.true_accepts)
+
+
+def test_json_summary_stays_small_whatever_the_curve(rng):
+    """to_dict() (the CLI's --json) holds no per-point arrays: a report of
+    800,000 curve points still writes a few kilobytes, in milliseconds."""
+    import json
+    import time
+    genuine = rng.random(2_000_000) < 0.5
+    score = rng.normal(size=2_000_000).astype(np.float32) + genuine
+    report = roc.evaluate_pairs(genuine, score)
+    assert len(report.fpr) > 500_000
+    start = time.perf_counter()
+    text = json.dumps(report.to_dict(), allow_nan=False)
+    assert len(text) < 10_000 and time.perf_counter() - start < 1.0
