@@ -204,6 +204,22 @@ static int check_config(const roc_eval_config *config, const char *fn)
     return EXT_OK;
 }
 
+/* Every argument on the first one's device, the CPU or a CUDA device, and
+ * contiguous. */
+static int check_placement(const char *fn, const ext_arg *args, int n_args)
+{
+    int st;
+    const ext_tensor *first = args[0].t;
+    if ((st = ext_check_devices(fn, args, n_args, first->device_type, NULL)))
+        return st;
+    if (first->device_type != EXT_CPU && first->device_type != EXT_CUDA)
+        return ext_fail(EXT_ERR_DEVICE, "%s: %s is on an unsupported device", fn, args[0].name);
+    for (int a = 0; a < n_args; a++)
+        if ((st = ext_check_contiguous(fn, args[a].name, args[a].t)))
+            return st;
+    return EXT_OK;
+}
+
 static int check_create(const roc_eval_config *config, const ext_tensor *codes_q,
                         const ext_tensor *codes_g, int64_t n_codes, const ext_tensor *score,
                         const ext_tensor *feat_q, const ext_tensor *feat_g, const char *fn)
@@ -230,13 +246,8 @@ static int check_create(const roc_eval_config *config, const ext_tensor *codes_q
         args[n_args++] = (ext_arg){"feat_q", feat_q};
         args[n_args++] = (ext_arg){"feat_g", feat_g};
     }
-    if ((st = ext_check_devices(fn, args, n_args, codes_q->device_type, NULL)))
+    if ((st = check_placement(fn, args, n_args)))
         return st;
-    if (codes_q->device_type != EXT_CPU && codes_q->device_type != EXT_CUDA)
-        return ext_fail(EXT_ERR_DEVICE, "%s: labels_q is on an unsupported device", fn);
-    for (int a = 0; a < n_args; a++)
-        if ((st = ext_check_contiguous(fn, args[a].name, args[a].t)))
-            return st;
     if ((st = ext_check_ndim(fn, "labels_q", codes_q, 1)) ||
         (st = ext_check_ndim(fn, "labels_g", codes_g, 1)))
         return st;
@@ -405,13 +416,8 @@ static int check_create_pairs(const roc_eval_config *config, const ext_tensor *g
         args[n_args++] = (ext_arg){"index_a", index_a};
         args[n_args++] = (ext_arg){"index_b", index_b};
     }
-    if ((st = ext_check_devices(fn, args, n_args, genuine->device_type, NULL)))
+    if ((st = check_placement(fn, args, n_args)))
         return st;
-    if (genuine->device_type != EXT_CPU && genuine->device_type != EXT_CUDA)
-        return ext_fail(EXT_ERR_DEVICE, "%s: genuine is on an unsupported device", fn);
-    for (int a = 0; a < n_args; a++)
-        if ((st = ext_check_contiguous(fn, args[a].name, args[a].t)))
-            return st;
     if ((st = ext_check_ndim(fn, "genuine", genuine, 1)))
         return st;
     const int64_t n = genuine->sizes[0];
