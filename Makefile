@@ -146,7 +146,9 @@ test-gpu: build
 # The CPU tests against C shims built with ASan and UBSan, in build/sanitize
 # (the modules in _ext/ are left alone). The runtimes must be preloaded:
 # python itself is not instrumented. detect_leaks=0: Python never frees some
-# of its own allocations. Any finding aborts the run; --capture=sys leaves
+# of its own allocations; allocator_may_return_null=1: a request too large for
+# ASan's allocator fails as malloc's does (tests ask torch for such tensors and
+# expect its out-of-memory error). Any finding aborts the run; --capture=sys leaves
 # the sanitizers' report on the terminal. The install test is left out (it
 # runs pip and compilers, not our C code).
 test-sanitize: $(PY_READY)
@@ -154,7 +156,8 @@ test-sanitize: $(PY_READY)
 	cd $(SANITIZE_ROOT) && rm -rf $(SANITIZE_COPIES)
 	cp -r $(SANITIZE_COPIES) $(SANITIZE_ROOT)/
 	runtimes="$$($(PY) build.py --sanitizer-runtimes)" && cd $(SANITIZE_ROOT) && \
-	    LD_PRELOAD="$$runtimes" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    LD_PRELOAD="$$runtimes" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1 \
 	    $(PY_ABS) -m pytest -q -p no:cacheprovider --capture=sys -m "not gpu" \
 	        --ignore=tests/test_install.py tests $(PYTEST_ARGS)
 
