@@ -94,7 +94,7 @@ def shard_cases(labels, feats):
     try:
         for same_set in (True, "ordered"):
             for begin, end in ((0, n // 3), (n // 3, n)):
-                _distributed.session = lambda fn, group, device=None: Shard(fn, begin)
+                _distributed.session = lambda fn, group: Shard(fn, begin)
                 for source in (dict(feat_q=feats[begin:end], feat_g=feats),
                                dict(score=roc.pair_scores(feats[begin:end], feats))):
                     counted = _evaluate.all_pairs(

@@ -549,6 +549,17 @@ static int merge_keys(const roc_eval_cpu *b, roc_key_counts *acc, const uint32_t
     return EXT_OK;
 }
 
+/* Curve mode: n keys of a step sorted and merged into counts->keys. */
+static int sort_merge_keys(const roc_eval_cpu *b, roc_counts *counts, uint32_t *keys, int64_t n)
+{
+    uint32_t *tmp = ext_malloc((size_t)n * sizeof *tmp);
+    if (!tmp)
+        return nomem(b, "the keys of a step (use a smaller chunk)");
+    radix_sort_u32(keys, tmp, n);
+    free(tmp);
+    return merge_keys(b, &counts->keys, keys, n);
+}
+
 /* Curve mode: the keys of rows [row_begin, row_end), counted pairs only,
  * sorted and merged into counts->keys. */
 static int merge_row_keys(const roc_eval_cpu *b, roc_counts *counts, uint32_t *keys,
@@ -561,12 +572,7 @@ static int merge_row_keys(const roc_eval_cpu *b, roc_counts *counts, uint32_t *k
         for (int64_t j = 0; j < G; j++)
             if (counted(s, i, j))
                 keys[n++] = keys[(i - row_begin) * G + j];
-    uint32_t *tmp = ext_malloc((size_t)n * sizeof *tmp);
-    if (!tmp)
-        return nomem(b, "the keys of a block of rows (use a smaller chunk)");
-    radix_sort_u32(keys, tmp, n);
-    free(tmp);
-    return merge_keys(b, &counts->keys, keys, n);
+    return sort_merge_keys(b, counts, keys, n);
 }
 
 /* A list of pairs: pairs [begin, end), each thread over a contiguous part. */
@@ -594,16 +600,8 @@ static int add_list(roc_eval_cpu *b, roc_counts *counts, int64_t begin, int64_t 
     } else {
         for (int t = 0; t < n_threads; t++)
             local_merge(b, &locals[t], counts);
-        if (curve_mode) {
-            uint32_t *tmp = ext_malloc((size_t)(end - begin) * sizeof *tmp);
-            if (!tmp) {
-                st = nomem(b, "the keys of a block of pairs (use a smaller chunk)");
-            } else {
-                radix_sort_u32(keys, tmp, end - begin);
-                free(tmp);
-                st = merge_keys(b, &counts->keys, keys, end - begin);
-            }
-        }
+        if (curve_mode)
+            st = sort_merge_keys(b, counts, keys, end - begin);
     }
     for (int t = 0; locals && t < n_threads; t++)
         local_free(&locals[t]);

@@ -32,7 +32,7 @@ def _dist():
     return torch.distributed
 
 
-def session(fn, group, device=None):
+def session(fn, group):
     """The steps of one evaluation: local (group None or False) or across
     `group` (a process group, or True / "world" for the default one)."""
     if group is None or group is False:

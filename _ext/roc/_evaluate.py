@@ -216,7 +216,7 @@ def _counted(fn, options, session, prepare, create):
 
 def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device, group):
     """Every (query, gallery) pair, counted (see finish)."""
-    session = _distributed.session(fn, group, device)
+    session = _distributed.session(fn, group)
     same_set = same_set_code(fn, same_set)
     held = {}
 
@@ -336,7 +336,7 @@ def _pairs_in_rows(begin, end, row_offset, n_gallery, same_set):
 
 def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device, group):
     """A list of pairs, counted (see finish)."""
-    session = _distributed.session(fn, group, device)
+    session = _distributed.session(fn, group)
     held = {}
 
     def prepare():
