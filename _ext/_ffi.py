@@ -207,25 +207,23 @@ def _describe_torch(ffi, fn, name, x):
     fields: what the DLPack path gives (tests/test_dlpack.py compares them),
     without making and parsing an export, a few microseconds a call. The
     caller keeps x alive for the call, as it keeps any array."""
-    if x.is_neg() or x.is_conj():
-        _export_torch(fn, name, x)  # the DLPack path's error
+    if x.is_neg():
+        _export_torch(fn, name, x)  # the DLPack path's error (conjugate views are complex)
     dtype = _TORCH_CODES.get(x.dtype)
-    if dtype is None or x.layout is not _STRIDED or not (x.is_cuda or x.is_cpu):
+    if dtype is None or x.layout is not _STRIDED:
+        return None
+    if x.is_cuda:
+        device_type, device_index = CUDA, x.get_device()
+    elif x.is_cpu:
+        device_type, device_index = CPU, 0
+    else:
         return None
     shape = x.shape
     if len(shape) > 8:
         return None
-    desc = ffi.new("ext_tensor *")
-    desc.data = ffi.cast("void *", x.data_ptr())
-    desc.dtype = dtype
-    if x.is_cuda:
-        desc.device_type, desc.device_index = CUDA, x.get_device()
-    else:
-        desc.device_type = CPU
-    desc.ndim = n = len(shape)
-    desc.sizes[0:n] = shape
-    desc.strides[0:n] = x.stride()
-    return desc
+    # one initializer: a third cheaper than setting the fields one by one
+    return ffi.new("ext_tensor *", (ffi.cast("void *", x.data_ptr()), dtype, device_type,
+                                    device_index, len(shape), shape, x.stride()))
 
 
 def describe(ffi, fn, name, x, writable=False):
@@ -248,6 +246,16 @@ def describe(ffi, fn, name, x, writable=False):
         ffi.release(desc)  # hand the export back now, not when the traceback goes
         check(ffi, lib, status)
     return desc
+
+
+def describe_like(ffi, desc, out):
+    """The descriptor of torch tensor `out`, which torch.empty_like made from
+    the contiguous tensor that `desc` (from describe()) describes: desc's
+    fields with out's address. A third of describe()'s cost, which counts
+    on a tiny input."""
+    copy = ffi.new("ext_tensor *", desc[0])
+    copy.data = ffi.cast("void *", out.data_ptr())
+    return copy
 
 
 def cuda_stream(ffi, x):

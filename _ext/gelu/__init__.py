@@ -41,12 +41,17 @@ def _approximation_code(fn, approximate):
 
 def gelu_forward(x, approximate="none"):
     """GELU(x) as a new tensor, without autograd."""
+    require_tensor("gelu", "input", x)
+    return _forward(x, _approximation_code("gelu", approximate))
+
+
+def _forward(x, code):
+    """gelu_forward once x is known to be a tensor and code is valid."""
     fn = "gelu"
-    require_tensor(fn, "input", x)
-    code = _approximation_code(fn, approximate)
     require_contiguous(fn, "input", x)
     out = empty_like(fn, "the output", x)
-    args = (_ffi.describe(ffi, fn, "input", x), _ffi.describe(ffi, fn, "output", out), code)
+    x_desc = _ffi.describe(ffi, fn, "input", x)
+    args = (x_desc, _ffi.describe_like(ffi, x_desc, out), code)
     if x.is_cuda:
         status = lib.gelu_forward_cuda(*args, _ffi.cuda_stream(ffi, x))
     else:
@@ -63,9 +68,9 @@ def gelu_backward(grad_output, x, approximate="none"):
     code = _approximation_code(fn, approximate)
     require_contiguous(fn, "input", x)
     grad_input = empty_like(fn, "grad_input", x)
-    args = (_ffi.describe(ffi, fn, "grad_output", grad_output),
-            _ffi.describe(ffi, fn, "input", x),
-            _ffi.describe(ffi, fn, "grad_input", grad_input), code)
+    grad_output_desc = _ffi.describe(ffi, fn, "grad_output", grad_output)
+    x_desc = _ffi.describe(ffi, fn, "input", x)
+    args = (grad_output_desc, x_desc, _ffi.describe_like(ffi, x_desc, grad_input), code)
     if x.is_cuda:
         status = lib.gelu_backward_cuda(*args, _ffi.cuda_stream(ffi, x))
     else:
@@ -135,9 +140,9 @@ def gelu(x, approximate="none"):
     "sigmoid" is x * sigmoid(1.702 x).
     """
     require_tensor("gelu", "input", x)
-    _approximation_code("gelu", approximate)
+    code = _approximation_code("gelu", approximate)
     if not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())):
-        return gelu_forward(x, approximate)  # the op's kernel, without the dispatcher
+        return _forward(x, code)  # the op's kernel, without the dispatcher
     return _gelu_op(x, approximate)
 
 

@@ -103,9 +103,16 @@ def _mode_code(fn, coordinate_mode):
     return code
 
 
+# the built-in types of each kind, checked before the (slower) abstract classes
+_PLAIN_TYPES = {numbers.Integral: (int,), numbers.Real: (int, float)}
+
+
 def _pair(fn, name, value, kind):
     """value as an (h, w) pair of `kind` (numbers.Integral or numbers.Real)."""
     values = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    plain = _PLAIN_TYPES[kind]
+    if len(values) == 2 and type(values[0]) in plain and type(values[1]) in plain:
+        return values
     if len(values) != 2 or not all(isinstance(v, kind) and not isinstance(v, bool)
                                    for v in values):
         what = "an int or a pair of ints" if kind is numbers.Integral else \
@@ -117,23 +124,24 @@ def _pair(fn, name, value, kind):
 def _sides(fn, name, value):
     """(h, w) ints in [0, MAX_SIDE]: sizes that can be allocated (the shim
     refuses 0 itself, naming the tensor)."""
-    sides = tuple(int(v) for v in _pair(fn, name, value, numbers.Integral))
-    if not all(0 <= v <= MAX_SIDE for v in sides):
+    h, w = _pair(fn, name, value, numbers.Integral)
+    h, w = int(h), int(w)
+    if not (0 <= h <= MAX_SIDE and 0 <= w <= MAX_SIDE):
         raise ValueError("%s: %s must be in [0, 2^31), got %r" % (fn, name, value))
-    return sides
+    return h, w
 
 
 def _scale_factors(fn, scale_factor):
     """scale_factor as an (h, w) pair of positive finite floats."""
-    scales = _pair(fn, "scale_factor", scale_factor, numbers.Real)
+    h, w = _pair(fn, "scale_factor", scale_factor, numbers.Real)
     try:
-        scales = tuple(float(s) for s in scales)
+        h, w = float(h), float(w)
     except OverflowError:  # an int too large for a float
-        scales = (math.inf, math.inf)
-    if not all(math.isfinite(s) and s > 0 for s in scales):
+        h = w = math.inf
+    if not (0 < h < math.inf and 0 < w < math.inf):  # NaN fails both
         raise ValueError("%s: scale_factor must be positive and finite, got %r"
                          % (fn, scale_factor))
-    return scales
+    return h, w
 
 
 def _scales(fn, scale_factor, recompute_scale_factor):
@@ -161,13 +169,14 @@ def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor
             raise ValueError("%s: size must be positive, got %r" % (fn, size))
         if max(out) > MAX_SIDE:
             raise ValueError("%s: size must be below 2^31, got %r" % (fn, size))
-        return tuple(int(s) for s in out)
-    scales = _scale_factors(fn, scale_factor)
-    products = [float(n) * s for n, s in zip(_sides(fn, "input_size", input_size), scales)]
-    if max(products) >= MAX_SIDE + 1:
+        return int(out[0]), int(out[1])
+    scale_h, scale_w = _scale_factors(fn, scale_factor)
+    h, w = _sides(fn, "input_size", input_size)
+    out_h, out_w = float(h) * scale_h, float(w) * scale_w
+    if max(out_h, out_w) >= MAX_SIDE + 1:
         raise ValueError("%s: scale_factor %r makes the output %g x %g; its height and width "
-                         "must be below 2^31" % (fn, scale_factor, *products))
-    return tuple(int(math.floor(p)) for p in products)
+                         "must be below 2^31" % (fn, scale_factor, out_h, out_w))
+    return int(math.floor(out_h)), int(math.floor(out_w))
 
 
 def _run(cpu_entry, cuda_entry, device_tensor, *args):
@@ -182,8 +191,13 @@ def _forward(x, output_size, coordinate_mode="half_pixel", scale_h=0.0, scale_w=
     """The kernel of ext::upsample_bilinear: x resampled to output_size (OH, OW)."""
     fn = "upsample_bilinear"
     require_tensor(fn, "input", x)
-    mode = _mode_code(fn, coordinate_mode)
-    size = _sides(fn, "output_size", output_size)
+    return _resample(x, _sides(fn, "output_size", output_size), _mode_code(fn, coordinate_mode),
+                     scale_h, scale_w)
+
+
+def _resample(x, size, mode, scale_h, scale_w):
+    """_forward once its arguments are checked: size (OH, OW) ints, mode a code."""
+    fn = "upsample_bilinear"
     require_contiguous(fn, "input", x)
     out = empty(fn, "the output", _image_shape(x, size), x)
     _run(lib.upsample_bilinear_forward_cpu, lib.upsample_bilinear_forward_cuda, x,
@@ -294,7 +308,8 @@ def upsample_bilinear(x, scale_factor=None, size=None, coordinate_mode=None, ali
     scales = _scales(fn, scale_factor, recompute_scale_factor)
     size = output_size(spatial, scale_factor, size, recompute_scale_factor, fn)
     if not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())):
-        return _forward(x, size, mode, *scales)  # the op's kernel, without the dispatcher
+        # the op's kernel, without the dispatcher
+        return _resample(x, size, COORDINATE_MODES[mode], *scales)
     return _forward_op(x, size, mode, *scales)
 
 
