@@ -399,14 +399,14 @@ cudaError_t grad_kernel_tiled(const conv_geometry &g, const T *image, const T *g
     constexpr int K = 2 * R + 1;
     auto tiled = conv2d_grad_kernel_tiled<T, R>;
     int per_sm = 0;
-    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tiled, kTileW * K, 0));
+    EXT_CUDA_TRY(ext_blocks_per_sm(reinterpret_cast<const void *>(tiled), kTileW * K, 0, &per_sm));
     const int64_t groups = g.channels, planes_per_group = g.planes / g.channels;
     const int64_t tiles_x = (g.width + kTileW - 1) / kTileW;
     const int64_t tiles_y = (g.height + kGradTileH - 1) / kGradTileH;
     const int64_t tiles = planes_per_group * tiles_x * tiles_y;
     /* one wave of blocks in all, shared among the groups */
     const int64_t grid_y = std::min<int64_t>(groups, kMaxGridYZ);
-    const int64_t wave = int64_t(ext_sm_count()) * std::max(per_sm, 1);
+    const int64_t wave = int64_t(ext_sm_count()) * per_sm;
     const int64_t blocks = std::max<int64_t>(1, std::min((wave + grid_y - 1) / grid_y, tiles));
 
     ExtDeviceArena arena(stream);

@@ -4,7 +4,9 @@
 #include "ext_cuda.cuh"
 
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 /* The test hook's count of device allocations left to fail. */
 static std::atomic<int> failing_allocations{0};
@@ -20,11 +22,43 @@ extern "C" int ext_cuda_error_is_oom(int err) { return err == cudaErrorMemoryAll
 
 int ext_sm_count()
 {
+    constexpr int kMaxDevices = 64;
+    static std::atomic<int> counts[kMaxDevices];
     int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    if (cudaGetDevice(&device) != cudaSuccess)
         return 1;
+    if (device >= 0 && device < kMaxDevices && (count = counts[device].load()) > 0)
+        return count;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        count < 1)
+        return 1;
+    if (device >= 0 && device < kMaxDevices)
+        counts[device] = count;
     return count;
+}
+
+cudaError_t ext_blocks_per_sm(const void *kernel, int threads, size_t shared, int *per_sm)
+{
+    using Shape = std::tuple<const void *, int, int, size_t>;
+    static std::map<Shape, int> known;
+    static std::mutex lock;
+    int device = 0;
+    EXT_CUDA_TRY(cudaGetDevice(&device));
+    const Shape shape{kernel, device, threads, shared};
+    {
+        std::lock_guard<std::mutex> hold(lock);
+        auto found = known.find(shape);
+        if (found != known.end()) {
+            *per_sm = found->second;
+            return cudaSuccess;
+        }
+    }
+    int blocks = 0;
+    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared));
+    *per_sm = blocks > 0 ? blocks : 1;
+    std::lock_guard<std::mutex> hold(lock);
+    known[shape] = *per_sm;
+    return cudaSuccess;
 }
 
 cudaError_t ext_scratch_pool(cudaMemPool_t *pool)

@@ -32,7 +32,12 @@ class ExtDeviceGuard {
         cudaGetLastError();
         if (cudaGetDevice(&previous_) != cudaSuccess)
             previous_ = -1;
-        error_ = cudaSetDevice(device);
+        if (previous_ == device) { /* already current: nothing to set or restore */
+            previous_ = -1;
+            error_ = cudaSuccess;
+        } else {
+            error_ = cudaSetDevice(device);
+        }
         cudaGetLastError();
     }
     ~ExtDeviceGuard()
@@ -137,18 +142,24 @@ __host__ __device__ inline bool ext_aligned16(const void *p)
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-/* Multiprocessors of the current device. */
+/* Multiprocessors of the current device (asked once a device). */
 int ext_sm_count();
+
+/* The blocks of `threads` threads and `shared` dynamic bytes of kernel that
+ * one multiprocessor of the current device holds at once, at least 1. Asked of
+ * the runtime once for each kernel, shape and device: the query costs about a
+ * microsecond, a large part of a call on a tiny input. */
+cudaError_t ext_blocks_per_sm(const void *kernel, int threads, size_t shared, int *per_sm);
 
 /* Blocks of `threads` threads that fill the current device once: the grid
  * of a grid-stride kernel. */
 template <typename Kernel>
 cudaError_t ext_full_wave(Kernel kernel, int threads, size_t shared, int64_t *blocks /* OUT */)
 {
-    int per_sm = 0;
-    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
-                                                                    shared);
-    *blocks = int64_t(ext_sm_count()) * (per_sm > 0 ? per_sm : 1);
+    int per_sm = 1;
+    cudaError_t err = ext_blocks_per_sm(reinterpret_cast<const void *>(kernel), threads, shared,
+                                        &per_sm);
+    *blocks = int64_t(ext_sm_count()) * per_sm;
     return err;
 }
 

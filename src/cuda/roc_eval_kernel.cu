@@ -903,8 +903,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(shared)));
     int per_sm = 0;
-    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads, shared));
-    const int blocks = std::min(ev->pass_blocks, ext_sm_count() * std::max(per_sm, 1));
+    EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
+    const int blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     if (features)
         feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->op, p);
     else if (listed)

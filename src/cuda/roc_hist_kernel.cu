@@ -238,12 +238,13 @@ cudaError_t launch_hist(const float *score, int64_t n_query, int64_t n_gallery,
         EXT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(shared)));
     int per_sm = 0;
-    EXT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared));
+    EXT_CUDA_TRY(
+        ext_blocks_per_sm(reinterpret_cast<const void *>(kernel), kThreads, shared, &per_sm));
     /* enough blocks to fill the GPU once, more if a block would see 2^31 pairs,
      * and no more than there are work items */
     const int64_t n_pairs = n_query * n_gallery;
     const int64_t n_items = n_query * ((n_gallery + kSegment - 1) / kSegment);
-    int64_t blocks = int64_t(ext_sm_count()) * std::max(per_sm, 1);
+    int64_t blocks = int64_t(ext_sm_count()) * per_sm;
     blocks = std::max(blocks, (n_pairs + kMaxPairsPerBlock - 1) / kMaxPairsPerBlock * 2);
     blocks = std::min(blocks, (n_items + kThreads / 32 - 1) / (kThreads / 32));
     kernel<<<unsigned(blocks), kThreads, shared, stream>>>(
