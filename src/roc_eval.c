@@ -166,6 +166,9 @@ static int uniform_edges(roc_eval *ev)
 static int use_levels(roc_eval *ev)
 {
     int st;
+    if (ev->genuine.n_levels > INT32_MAX) /* the counting passes number gaps in 32 bits */
+        return ext_fail(EXT_ERR_VALUE, "%s: %lld distinct genuine scores; at most 2^31 - 1 are "
+                        "supported", ev->caller, (long long)ev->genuine.n_levels);
     if (ev->config.mode == ROC_MODE_EXACT && roc_level_index_build(&ev->genuine, &ev->index))
         return nomem(ev, "the index of the genuine scores");
     if (roc_counts_alloc(&ev->counts, ev->config.mode, ev->genuine.n_levels))

@@ -593,3 +593,35 @@ def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
     for name, value in cpu.counts.items():
         np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
     np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features", ["integer dot", "normal cosine"])
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_gpu_more_levels_than_shared_counters(rng, features, mode):
+    """12,000+ genuine levels from features, more than a block's shared gap
+    counters hold (7,167): the feature pass's global counters, its pairs looked
+    up side by side. Integer features scored by dot products tie a third of
+    the impostors with a genuine level; normal ones almost none."""
+    n_ids, per_id, n_query = 4000, 4, 4000
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)[:n_query]
+    if features == "integer dot":
+        feat_q = rng.integers(-150, 151, (n_query, 2)).astype(np.float32)
+        feat_g = rng.integers(-150, 151, (n_ids * per_id, 2)).astype(np.float32)
+        similarity, score_range = "dot", (-45000.0, 45000.0)
+    else:
+        feat_q = rng.normal(size=(n_query, 16)).astype(np.float32)
+        feat_g = rng.normal(size=(n_ids * per_id, 16)).astype(np.float32)
+        similarity, score_range = "cosine", (-1.0, 1.0)
+    kwargs = dict(mode=mode, similarity=similarity, range=score_range, bins=100000)
+    cpu = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, **kwargs)
+    gpu = roc.evaluate(*(torch.from_numpy(a).cuda() for a in (labels_q, labels_g)),
+                       feat_q=torch.from_numpy(feat_q).cuda(),
+                       feat_g=torch.from_numpy(feat_g).cuda(), **kwargs)
+    if mode == "exact":
+        assert len(cpu.counts["genuine_scores"]) > 12000
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)

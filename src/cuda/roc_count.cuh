@@ -8,6 +8,10 @@
  * counters directly. Exact mode finds a pair's genuine level through the
  * index of roc_math.h, and keeps the current run of pairs that fall in one gap
  * (most impostors of a row share a few gaps), flushing it when the gap changes.
+ * Where the levels lie among the impostors, each pair needs its own lookup:
+ * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
+ * their reads are in flight together and the instructions a pair costs stay
+ * few (ncu: the hard case's count was issue-bound, not atomic-bound).
  */
 #ifndef ROC_COUNT_CUH
 #define ROC_COUNT_CUH
@@ -131,12 +135,7 @@ template <int kMode> class Counter {
             return;
         }
         const uint32_t key = roc_score_key(s);
-        if (key > top_key_ || top_count_ == 0) {
-            top_key_ = key;
-            top_count_ = 1;
-        } else if (key == top_key_) {
-            top_count_++;
-        }
+        see_top(key);
         int at = 0;
         int g = key < lowest_ ? 0 : int(p_.n_levels);
         if (key >= lowest_ && key <= highest_)
@@ -154,24 +153,26 @@ template <int kMode> class Counter {
     }
 
     /* Pairs (row[u], col[u], s[u]) for which use[u], as pair() counts them.
-     * The common cases go without a branch per pair, so that the four pairs'
-     * loads and atomics overlap: binned, bins whose edges (read for all four
-     * first) hold the scores; exact, four scores below every genuine level. */
-    __device__ __forceinline__ void pairs4(const int64_t (&row)[4], const int64_t (&col)[4],
-                                           const float (&s)[4], const bool (&use)[4])
+     * The common cases go without a branch per pair, so that the kN pairs'
+     * loads and atomics overlap: binned, bins whose edges (read for all of
+     * them first) hold the scores; exact, all below every genuine level, else
+     * exact_pairs. */
+    template <int kN>
+    __device__ __forceinline__ void pairs(const int64_t (&row)[kN], const int64_t (&col)[kN],
+                                          const float (&s)[kN], const bool (&use)[kN])
     {
         if (kMode == kBinned && p_.shared_bins) {
             const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
-            int b[4];
-            float lo[4], hi[4];
+            int b[kN];
+            float lo[kN], hi[kN];
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < kN; u++) {
                 b[u] = estimated_bin(s[u]);
                 lo[u] = edges[b[u]];
                 hi[u] = edges[b[u] + 1];
             }
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < kN; u++) {
                 if (!use[u])
                     continue;
                 n_pairs_++;
@@ -187,35 +188,37 @@ template <int kMode> class Counter {
             }
             return;
         }
-        if (kMode == kExact) {
-            uint32_t key[4];
+        if constexpr (kMode == kExact) {
+            uint32_t key[kN];
             bool below = true;
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < kN; u++) {
                 key[u] = roc_score_key(s[u]);
                 below = below && use[u] && !isnan(s[u]) && key[u] < lowest_;
             }
-            if (below) { /* all four in gap 0 */
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const bool top = key[u] > top_key_ || top_count_ == 0;
-                    top_count_ = top ? 1 : top_count_ + (key[u] == top_key_);
-                    top_key_ = top ? key[u] : top_key_;
-                }
-                n_pairs_ += 4;
-                if (run_gap_ != 0) {
-                    flush_run();
-                    run_gap_ = 0;
-                }
-                run_count_ += 4;
-                run_min_ = min(run_min_, min(min(key[0], key[1]), min(key[2], key[3])));
+            if (!below) {
+                exact_pairs(key, s, use);
                 return;
             }
-        }
+            uint32_t lowest_key = key[0];
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-            if (use[u])
-                pair(row[u], col[u], s[u]);
+            for (int u = 0; u < kN; u++) {
+                see_top(key[u]);
+                lowest_key = min(lowest_key, key[u]);
+            }
+            n_pairs_ += kN;
+            if (run_gap_ != 0) { /* all in gap 0 */
+                flush_run();
+                run_gap_ = 0;
+            }
+            run_count_ += kN;
+            run_min_ = min(run_min_, lowest_key);
+        } else {
+#pragma unroll
+            for (int u = 0; u < kN; u++)
+                if (use[u])
+                    pair(row[u], col[u], s[u]);
+        }
     }
 
     __device__ void end_block()
@@ -240,6 +243,77 @@ template <int kMode> class Counter {
     }
 
   private:
+    /* The highest key and its count (top_key_ starts at 0, the lowest key):
+     * one compare for nearly every pair, which lies below the top so far. */
+    __device__ __forceinline__ void see_top(uint32_t key)
+    {
+        if (key >= top_key_) {
+            top_count_ = key > top_key_ || top_count_ == 0 ? 1 : top_count_ + 1;
+            top_key_ = key;
+        }
+    }
+
+    /* pair() for kN pairs of keys `key`, their lookups side by side: the index
+     * buckets of all of them, then each bisection step of all of them, are
+     * read before any is used. Level numbers are below 2^31 (roc_eval.c), so
+     * 32 bits hold them. A key equal to a level is found by the bisection
+     * itself (the level it ends on is one it probed), not by another read. */
+    template <int kN>
+    __device__ __forceinline__ void exact_pairs(const uint32_t (&key)[kN], const float (&s)[kN],
+                                                const bool (&use)[kN])
+    {
+        const uint32_t n_levels = uint32_t(p_.n_levels);
+        bool live[kN], at[kN];
+        uint32_t lo[kN], hi[kN];
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            n_pairs_ += use[u];
+            n_nan_ += use[u] && isnan(s[u]);
+            live[u] = use[u] && !isnan(s[u]);
+            at[u] = false;
+            lo[u] = hi[u] = key[u] < lowest_ ? 0u : n_levels;
+            if (live[u] && key[u] >= lowest_ && key[u] <= highest_) {
+                const uint32_t bucket = (key[u] - p_.lut_base) >> p_.lut_shift;
+                lo[u] = __ldg(p_.lut + bucket);
+                hi[u] = __ldg(p_.lut + bucket + 1);
+            }
+        }
+        for (bool more = true; more;) {
+            uint32_t level[kN];
+#pragma unroll
+            for (int u = 0; u < kN; u++)
+                level[u] = lo[u] < hi[u] ? __ldg(p_.levels + (lo[u] + hi[u]) / 2) : 0u;
+            more = false;
+#pragma unroll
+            for (int u = 0; u < kN; u++) {
+                if (lo[u] < hi[u]) {
+                    const uint32_t mid = (lo[u] + hi[u]) / 2;
+                    at[u] = at[u] || level[u] == key[u];
+                    lo[u] = level[u] < key[u] ? mid + 1 : lo[u];
+                    hi[u] = level[u] < key[u] ? hi[u] : mid;
+                    more = more || lo[u] < hi[u];
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            if (!live[u])
+                continue;
+            see_top(key[u]);
+            const int g = int(lo[u]);
+            if (at[u]) { /* rare: a pair scored exactly like a genuine level */
+                atomicAdd(&p_.at[g], 1ull);
+                continue;
+            }
+            if (g != run_gap_) {
+                flush_run();
+                run_gap_ = g;
+            }
+            run_count_++;
+            run_min_ = min(run_min_, key[u]);
+        }
+    }
+
     /* The bin the score's position suggests, clamped into [0, n_bins) (the
      * conversion saturates and takes NaN to 0), so that its edges can be read. */
     __device__ __forceinline__ int estimated_bin(float s) const

@@ -42,6 +42,7 @@ namespace {
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
+constexpr int kPairsPerStep = 8;          /* feature pass: pairs a thread counts at once */
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
 using FeatureTile = roc_gemm::Tile<2>;
 /* Private counters a block may keep in shared memory: the feature pass leaves
@@ -175,24 +176,26 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                             make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
             }
             __syncthreads();
-            /* four pairs a step, their scores read first, so a thread has
+            /* kPairsPerStep pairs a step, their scores read first, so a thread has
              * several pairs in flight rather than one chain of dependent steps */
             constexpr int kStep = FeatureTile::kThreads;
-            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += 4 * kStep) {
-                float v[4];
+            static_assert(64 * roc_gemm::kBN % (kPairsPerStep * kStep) == 0,
+                          "every step's pairs inside the staged half tile");
+            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += kPairsPerStep * kStep) {
+                float v[kPairsPerStep];
 #pragma unroll
-                for (int u = 0; u < 4; u++)
+                for (int u = 0; u < kPairsPerStep; u++)
                     v[u] = staged[(e + u * kStep) / roc_gemm::kBN][(e + u * kStep) % roc_gemm::kBN];
-                int64_t row[4], col[4];
-                bool use[4];
+                int64_t row[kPairsPerStep], col[kPairsPerStep];
+                bool use[kPairsPerStep];
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < kPairsPerStep; u++) {
                     row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
                     col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
                     use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
                                        col[u] < p.n_gallery && counted(p, row[u], col[u]));
                 }
-                counter.pairs4(row, col, v, use);
+                counter.pairs(row, col, v, use);
             }
             __syncthreads();
         }
@@ -1171,7 +1174,7 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
     roc_eval_cuda *ev = new (std::nothrow) roc_eval_cuda(*src);
     if (!ev)
         return cudaErrorMemoryAllocation;
-    cudaError_t err = ev->arena.use_own_pool(src->device);
+    cudaError_t err = ev->arena.keep_freed_memory();
     if (err == cudaSuccess)
         err = create(ev, counts, genuine, totals, bad);
     if (err != cudaSuccess || bad->kind) {
