@@ -61,54 +61,57 @@ cudaError_t ext_blocks_per_sm(const void *kernel, int threads, size_t shared, in
     return cudaSuccess;
 }
 
-cudaError_t ext_scratch_pool(cudaMemPool_t *pool)
+/* The current device's pool of `kind` (0: scratch, 1: keeping), created on
+ * first use with release threshold `keep`. */
+static cudaError_t device_pool(int kind, uint64_t keep, cudaMemPool_t *pool)
 {
     constexpr int kMaxDevices = 64;
-    constexpr uint64_t kKeepBytes = uint64_t(64) << 20;
-    static cudaMemPool_t pools[kMaxDevices];
+    static cudaMemPool_t pools[2][kMaxDevices];
     static std::mutex lock;
     int device = 0;
     EXT_CUDA_TRY(cudaGetDevice(&device));
     if (device < 0 || device >= kMaxDevices)
         return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(lock);
-    if (!pools[device]) {
+    if (!pools[kind][device]) {
         cudaMemPoolProps props = {};
         props.allocType = cudaMemAllocationTypePinned;
         props.location.type = cudaMemLocationTypeDevice;
         props.location.id = device;
         cudaMemPool_t created;
         EXT_CUDA_TRY(cudaMemPoolCreate(&created, &props));
-        uint64_t keep = kKeepBytes;
         cudaError_t err = cudaMemPoolSetAttribute(created, cudaMemPoolAttrReleaseThreshold, &keep);
         if (err != cudaSuccess) {
             cudaMemPoolDestroy(created);
             return err;
         }
-        pools[device] = created;
+        pools[kind][device] = created;
     }
-    *pool = pools[device];
+    *pool = pools[kind][device];
     return cudaSuccess;
 }
 
+cudaError_t ext_scratch_pool(cudaMemPool_t *pool)
+{
+    return device_pool(0, uint64_t(64) << 20, pool);
+}
+
+/* What a keeping arena leaves mapped when it ends: the next evaluation of a
+ * similar size then allocates without mapping memory afresh. */
+constexpr uint64_t kKeptBetweenArenas = uint64_t(256) << 20;
+
 ExtDeviceArena::~ExtDeviceArena()
 {
-    if (own_pool_) {
+    if (keeping_pool_) {
         /* the buffers' frees are queued on the stream: let them land first */
         cudaStreamSynchronize(stream_);
-        cudaMemPoolDestroy(own_pool_);
+        cudaMemPoolTrimTo(keeping_pool_, kKeptBetweenArenas);
     }
 }
 
-cudaError_t ExtDeviceArena::use_own_pool(int device)
+cudaError_t ExtDeviceArena::keep_freed_memory()
 {
-    cudaMemPoolProps props = {};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    EXT_CUDA_TRY(cudaMemPoolCreate(&own_pool_, &props));
-    uint64_t keep = UINT64_MAX;
-    return cudaMemPoolSetAttribute(own_pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+    return device_pool(1, UINT64_MAX, &keeping_pool_);
 }
 
 cudaError_t ExtDeviceArena::allocate(void **ptr, size_t bytes)
@@ -119,7 +122,7 @@ cudaError_t ExtDeviceArena::allocate(void **ptr, size_t bytes)
     }
     if (left > 0)
         return cudaErrorMemoryAllocation;
-    cudaMemPool_t pool = own_pool_;
+    cudaMemPool_t pool = keeping_pool_;
     if (!pool)
         EXT_CUDA_TRY(ext_scratch_pool(&pool));
     cudaError_t err = cudaMallocFromPoolAsync(ptr, bytes, pool, stream_);
