@@ -158,6 +158,15 @@ def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor
                 fn="upsample_bilinear"):
     """(OH, OW) for an input of spatial size input_size = (H, W), as
     torch.nn.functional.interpolate computes it."""
+    return _geometry(fn, input_size, scale_factor, size, recompute_scale_factor)[0]
+
+
+def _geometry(fn, input_size, scale_factor, size, recompute_scale_factor):
+    """((OH, OW), (scale_h, scale_w)): output_size()'s and _scales()'s answers,
+    each argument checked once (a call on a tiny input is mostly these checks)."""
+    if recompute_scale_factor is not None and not isinstance(recompute_scale_factor, bool):
+        raise TypeError("%s: recompute_scale_factor must be True, False or None, got %r"
+                        % (fn, recompute_scale_factor))
     if (size is None) == (scale_factor is None):
         raise ValueError("%s: give exactly one of size and scale_factor" % fn)
     if size is not None:
@@ -169,14 +178,15 @@ def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor
             raise ValueError("%s: size must be positive, got %r" % (fn, size))
         if max(out) > MAX_SIDE:
             raise ValueError("%s: size must be below 2^31, got %r" % (fn, size))
-        return int(out[0]), int(out[1])
+        return (int(out[0]), int(out[1])), (0.0, 0.0)
     scale_h, scale_w = _scale_factors(fn, scale_factor)
     h, w = _sides(fn, "input_size", input_size)
     out_h, out_w = float(h) * scale_h, float(w) * scale_w
     if max(out_h, out_w) >= MAX_SIDE + 1:
         raise ValueError("%s: scale_factor %r makes the output %g x %g; its height and width "
                          "must be below 2^31" % (fn, scale_factor, out_h, out_w))
-    return int(math.floor(out_h)), int(math.floor(out_w))
+    out = int(math.floor(out_h)), int(math.floor(out_w))
+    return out, ((0.0, 0.0) if recompute_scale_factor else (scale_h, scale_w))
 
 
 def _run(cpu_entry, cuda_entry, device_tensor, *args):
@@ -305,8 +315,7 @@ def upsample_bilinear(x, scale_factor=None, size=None, coordinate_mode=None, ali
     require_tensor(fn, "input", x)
     mode = _mode_name(fn, coordinate_mode, align_corners)
     spatial = x.shape[2:] if x.dim() == 4 else (1, 1)
-    scales = _scales(fn, scale_factor, recompute_scale_factor)
-    size = output_size(spatial, scale_factor, size, recompute_scale_factor, fn)
+    size, scales = _geometry(fn, spatial, scale_factor, size, recompute_scale_factor)
     if not (torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())):
         # the op's kernel, without the dispatcher
         return _resample(x, size, COORDINATE_MODES[mode], *scales)
@@ -334,8 +343,7 @@ class UpsampleBilinear(torch.nn.Module):
         super().__init__()
         fn = "UpsampleBilinear"
         self.coordinate_mode = _mode_name(fn, coordinate_mode, align_corners)
-        _scales(fn, scale_factor, recompute_scale_factor)
-        output_size((1, 1), scale_factor, size, recompute_scale_factor, fn)
+        _geometry(fn, (1, 1), scale_factor, size, recompute_scale_factor)
         self.scale_factor, self.size = scale_factor, size
         self.recompute_scale_factor = recompute_scale_factor
 
