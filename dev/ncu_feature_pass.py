@@ -4,6 +4,10 @@ kernel (build with NVCC_FLAGS="... -lineinfo" for the source view):
 
     ncu --clock-control none --set full --import-source yes \\
         -k regex:'feature_pass|gemm' -o fp python3 dev/ncu_feature_pass.py
+
+With --scale: exact mode on bench_roc.py's 2.6e11 workload cut to 10,000 x
+84,000, easy then hard (30,000 genuine levels among the impostors, more than
+the shared gap counters hold).
 """
 
 import os
@@ -15,7 +19,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _ext import roc  # noqa: E402
 
 
+def scale():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "scripts"))
+    from bench_roc import scale_embeddings
+    for hard in (False, True):
+        labels_q, feat_q, labels_g, feat_g = scale_embeddings(10_000, 21_000, 512, hard, seed=4)
+        roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
+    torch.cuda.synchronize()
+
+
 def main():
+    if sys.argv[1:] == ["--scale"]:
+        return scale()
     torch.backends.cuda.matmul.allow_tf32 = False
     n_query, n_gallery, dim = 10_000, 21_000, 512
     torch.manual_seed(0)

@@ -1,7 +1,8 @@
-"""Where evaluate()'s time goes on the GPU: label codes, create (genuine pairs),
-the pass, summarize, each timed after a synchronize.
+"""Where one evaluate() from features goes on the GPU: wall time against the
+fp32 GEMM alone, then torch.profiler's table of kernels and runtime calls
+(the module's own kernels and its allocations and synchronizations too).
 
-    python3 dev/profile_eval.py [Q G D]
+    python3 dev/profile_eval.py [Q G D]      # default: the blog's 10,000 x 21,000 x 512
 """
 
 import os
@@ -11,8 +12,19 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _ext import _ffi  # noqa: E402
-from _ext.roc import _evaluate, ffi, lib  # noqa: E402
+from _ext import roc  # noqa: E402
+
+
+def wall(fn, repeat=10):
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
 
 
 def main():
@@ -24,48 +36,20 @@ def main():
     feat_q = torch.randn(n_query, dim, device="cuda")
     feat_g = torch.randn(n_gallery, dim, device="cuda")
     feat_g[:n_query] = feat_q + 0.3 * torch.randn(n_query, dim, device="cuda")
-    score = torch.nn.functional.normalize(feat_q, dim=1) @ \
-        torch.nn.functional.normalize(feat_g, dim=1).T
-    for source, kwargs in (("score", dict(score=score)),
-                           ("features", dict(feat_q=feat_q, feat_g=feat_g))):
-        for mode in ("binned", "exact"):
-            for repeat in range(3):
-                times = {}
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                prepared = _evaluate._prepare("evaluate", labels_q, labels_g, kwargs.get("score"),
-                                              kwargs.get("feat_q"), kwargs.get("feat_g"), False,
-                                              None)
-                _, s, fq, fg, codes_q, codes_g, n_codes = prepared
-                torch.cuda.synchronize()
-                times["codes"] = time.perf_counter() - t0
-                config = ffi.new("roc_eval_config *")
-                config.caller = b"profile"
-                config.mode = _evaluate.MODES[mode]
-                config.bins, config.range_lo, config.range_hi = 1024, -1.0, 1.0
-                descs = [_ffi.describe(ffi, "p", n, x) if x is not None else ffi.NULL
-                         for n, x in (("a", codes_q), ("b", codes_g), ("s", s), ("q", fq),
-                                      ("g", fg))]
-                handle = ffi.new("roc_eval **")
-                t0 = time.perf_counter()
-                _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, descs[0], descs[1],
-                                                         n_codes, *descs[2:],
-                                                         _ffi.cuda_stream(ffi, codes_q)))
-                torch.cuda.synchronize()
-                times["create"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                _ffi.check(ffi, lib, lib.roc_eval_add_rows(handle[0], 0, n_query))
-                torch.cuda.synchronize()
-                times["pass"] = time.perf_counter() - t0
-                out = ffi.new("roc_summary **")
-                fars = ffi.new("double[]", [1e-4])
-                t0 = time.perf_counter()
-                _ffi.check(ffi, lib, lib.roc_eval_summarize(handle[0], fars, 1, 0, out))
-                times["summarize"] = time.perf_counter() - t0
-                lib.roc_summary_free(out[0])
-                lib.roc_eval_free(handle[0])
-            print("%-8s %-6s " % (source, mode) + "  ".join(
-                "%s %.3f ms" % (k, v * 1e3) for k, v in times.items()))
+    gallery_t = feat_g.T.contiguous()
+    gemm = wall(lambda: feat_q @ gallery_t)
+    print("%d x %d x %d: fp32 GEMM alone %.3f ms" % (n_query, n_gallery, dim, gemm))
+    for mode in ("exact", "binned"):
+        run = lambda: roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g,  # noqa
+                                   mode=mode)
+        ms = wall(run)
+        print("%s: %.3f ms (%.2fx the GEMM)" % (mode, ms, ms / gemm))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12))
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 
 if __name__ == "__main__":
