@@ -488,18 +488,18 @@ def workload_pairs(timer, targets, quick):
 
 
 def distributed(args):
-    """Under torchrun, one process a GPU: the 2.6e11-pair workload (and the IFRT
-    size with --ifrt), easy and hard, exact, on one GPU (rank 0 alone) and on
-    all of them (group=True), checked equal count for count; rank 0 writes the
-    section. Wall times with the GPUs synchronized (the evaluation waits for its
-    counts)."""
+    """Under torchrun, one process a GPU: the 2.6e11-pair workload (the IFRT
+    size instead with --ifrt, its own section: minutes a row), easy and hard,
+    exact, on one GPU (rank 0 alone) and on all of them (group=True), checked
+    equal count for count; rank 0 writes the section. Wall times with the GPUs
+    synchronized (the evaluation waits for its counts)."""
     import torch.distributed as dist
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.backends.cuda.matmul.allow_tf32 = False
-    sizes = [("2.6e11", 100_000, 650_000)] + ([("IFRT", 1_000_000, 650_000)] if args.ifrt else [])
+    sizes = [("IFRT", 1_000_000, 650_000)] if args.ifrt else [("2.6e11", 100_000, 650_000)]
     rows, device = [], torch.cuda.get_device_name()
 
     def timed(fn):
@@ -538,7 +538,8 @@ def distributed(args):
             del labels_q, feat_q, labels_g, feat_g, one, many
             torch.cuda.empty_cache()
     if rank == 0 and args.markdown:
-        lines = ["## ROC evaluation on %d GPUs (`scripts/bench_roc.py --distributed`)" % world, "",
+        lines = ["## ROC evaluation on %d GPUs (`scripts/bench_roc.py --distributed%s`)" % (
+                     world, " --ifrt" if args.ifrt else ""), "",
                  "Device: %d x %s, %s, NCCL (NVLink multicast off). Command: `torchrun "
                  "--nproc-per-node=%d scripts/bench_roc.py --distributed%s --markdown %s`. "
                  "Exact mode from features (D = 512, 4 gallery images per identity); the one-GPU "
@@ -562,8 +563,9 @@ def distributed(args):
                 targets.append("| communication <= 1%% of the time, %s | %.2f%% | %s |" % (
                     form, 100 * comm["seconds"] / many_s,
                     "yes" if comm["seconds"] <= 0.01 * many_s else "**no**"))
-        write_section(args.markdown, "bench_roc.py --distributed",
-                      "\n".join(lines + targets) + "\n")
+        name = "bench_roc.py --distributed" + (" --ifrt" if args.ifrt else "")
+        write_section(args.markdown, name,
+                      "\n".join(lines + (targets if len(targets) > 3 else [])) + "\n")
         print("wrote", args.markdown)
     dist.destroy_process_group()
 

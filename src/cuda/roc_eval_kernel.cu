@@ -42,7 +42,7 @@ namespace {
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
-constexpr int kPairsPerStep = 8;          /* feature pass: pairs a thread counts at once */
+constexpr int kPairsPerStep = 4;          /* feature pass: pairs a thread counts at once */
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
 using FeatureTile = roc_gemm::Tile<2>;
 /* Private counters a block may keep in shared memory: the feature pass leaves
