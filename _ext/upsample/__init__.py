@@ -144,11 +144,15 @@ def _scale_factors(fn, scale_factor):
     return h, w
 
 
-def _scales(fn, scale_factor, recompute_scale_factor):
-    """(scale_h, scale_w) as the kernels take them: 0 for "none"."""
+def _check_recompute(fn, recompute_scale_factor):
     if recompute_scale_factor is not None and not isinstance(recompute_scale_factor, bool):
         raise TypeError("%s: recompute_scale_factor must be True, False or None, got %r"
                         % (fn, recompute_scale_factor))
+
+
+def _scales(fn, scale_factor, recompute_scale_factor):
+    """(scale_h, scale_w) as the kernels take them: 0 for "none"."""
+    _check_recompute(fn, recompute_scale_factor)
     if scale_factor is None or recompute_scale_factor:
         return 0.0, 0.0
     return _scale_factors(fn, scale_factor)
@@ -164,9 +168,7 @@ def output_size(input_size, scale_factor=None, size=None, recompute_scale_factor
 def _geometry(fn, input_size, scale_factor, size, recompute_scale_factor):
     """((OH, OW), (scale_h, scale_w)): output_size()'s and _scales()'s answers,
     each argument checked once (a call on a tiny input is mostly these checks)."""
-    if recompute_scale_factor is not None and not isinstance(recompute_scale_factor, bool):
-        raise TypeError("%s: recompute_scale_factor must be True, False or None, got %r"
-                        % (fn, recompute_scale_factor))
+    _check_recompute(fn, recompute_scale_factor)
     if (size is None) == (scale_factor is None):
         raise ValueError("%s: give exactly one of size and scale_factor" % fn)
     if size is not None:
