@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "roc.h"
+#include "roc_math.h"
 
 /* The distinct genuine scores (keys), ascending, and how many genuine pairs
  * each. */
@@ -26,8 +27,7 @@ typedef struct {
 
 /* The index over the levels that roc_find_level (roc_math.h) reads. */
 typedef struct {
-    uint32_t base;
-    int shift;
+    roc_bucket_map map;
     int64_t n_buckets;
     uint32_t *lut;       /* n_buckets + 1 */
 } roc_level_index;

@@ -578,6 +578,53 @@ def test_many_levels_inside_the_impostor_mass(rng, source):
                        reduce_runs(*sk_roc_curve(genuine, s)))
 
 
+def spread_scores(rng, spread, n_query=120, n_gallery=500):
+    """Labels and scores for the two kinds of level index (roc_eval.c picks
+    the one with fewer levels to a bucket): "similarity", N(0, 0.044) like
+    cosine impostors, whose levels crowd a few binades (indexed by score);
+    "binades", magnitudes from 1e-30 to 1e30 of both signs (indexed by key).
+    Impostors sit on levels, one float32 step beside them, and on +-0."""
+    labels_q = rng.integers(0, 40, n_query)
+    labels_g = rng.integers(0, 40, n_gallery)
+    if spread == "similarity":
+        score = rng.normal(0.0, 0.044, (n_query, n_gallery))
+    else:
+        score = rng.choice([-1.0, 1.0], (n_query, n_gallery)) * 10.0 ** rng.uniform(
+            -30, 30, (n_query, n_gallery))
+    score = score.astype(np.float32)
+    genuine = labels_q[:, None] == labels_g[None, :]
+    levels = np.unique(score[genuine])
+    impostors = np.flatnonzero(~genuine.ravel())
+    picks = rng.choice(impostors, 900, replace=False)
+    near = rng.choice(levels, 900)
+    score.ravel()[picks[:300]] = near[:300]
+    score.ravel()[picks[300:600]] = np.nextafter(near[300:600], np.float32(np.inf))
+    score.ravel()[picks[600:890]] = np.nextafter(near[600:890], np.float32(-np.inf))
+    score.ravel()[picks[890:895]] = 0.0
+    score.ravel()[picks[895:]] = -0.0
+    return labels_q, labels_g, score
+
+
+@pytest.mark.parametrize("spread", ["similarity", "binades"])
+def test_level_index_kinds_equal_sklearn(rng, spread):
+    labels_q, labels_g, score = spread_scores(rng, spread)
+    y_true, y_score = pairs(labels_q, labels_g, score)
+    report = roc.evaluate(labels_q, labels_g, score=score)
+    assert len(report.counts["genuine_scores"]) > 1000
+    check_report(report, y_true, y_score)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spread", ["similarity", "binades"])
+def test_gpu_level_index_kinds(rng, spread):
+    labels_q, labels_g, score = spread_scores(rng, spread, 600, 8000)
+    cpu = roc.evaluate(labels_q, labels_g, score=score)
+    gpu = roc.evaluate(*(torch.from_numpy(a).cuda() for a in (labels_q, labels_g)),
+                       score=torch.from_numpy(score).cuda())
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("source", ["score", "features"])
 @pytest.mark.parametrize("mode", ["exact", "binned"])
