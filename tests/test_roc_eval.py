@@ -1,6 +1,7 @@
 """evaluate() and roc_curve() against scikit-learn and NumPy (float64
 references), their errors, and the GPU against the CPU."""
 
+import functools
 import json
 import time
 
@@ -486,6 +487,30 @@ def test_gpu_pair_scores_equal_cpu(rng):
             gpu = roc.pair_scores(torch.from_numpy(feat_q).cuda(), torch.from_numpy(feat_g).cuda(),
                                   similarity)
             np.testing.assert_array_equal(gpu.cpu().numpy(), cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["exact", "binned", "curve"])
+@pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
+def test_gpu_features_in_blocks(rng, monkeypatch, mode, source):
+    """The feature pass with its operands prepared a block at a time: 64 KiB
+    for a gallery chunk (256 rows of 48 floats, 12 chunks) and 32 KiB for a
+    query block (128 rows, 6 blocks), steps that start inside a block."""
+    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "64")
+    labels_q, labels_g, _ = sample(rng, 700, 3000, n_ids=60)
+    feat_q = rng.normal(size=(700, 40)).astype(np.float32)
+    feat_g = rng.normal(size=(3000, 40)).astype(np.float32)
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
+    if source != "features":
+        kwargs = dict(labels_q=labels_g, labels_g=labels_g, feat_q=feat_g, same_set=source)
+    fn = roc.roc_curve if mode == "curve" else functools.partial(roc.evaluate, mode=mode)
+    cpu, gpu = gpu_cpu_pair(fn, chunk=300 * 3000, **kwargs)
+    if mode == "curve":
+        assert_curve_equal(gpu, cpu)
+    else:
+        assert_reports_equal(gpu, cpu)
+    scores = roc.pair_scores(torch.from_numpy(feat_q).cuda(), torch.from_numpy(feat_g).cuda())
+    np.testing.assert_array_equal(scores.cpu().numpy(), roc.pair_scores(feat_q, feat_g))
 
 
 @pytest.mark.gpu

@@ -27,9 +27,14 @@ SIMILARITY_CODES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
 PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 
 # units (rows, or pairs of a list) per step: the curve mode holds a key per
-# pair of a step (4 bytes) plus CUB's sort buffers; the others hold nothing per pair
+# pair of a step (4 bytes) plus CUB's sort buffers; the others hold nothing per
+# pair. The GPU's feature pass prepares a gallery of more than one chunk (512
+# MiB, k-major) again at every step: 2^34 pairs a step keep that near 1% of
+# the tile products (2.6M x 512 floats: ~4 ms against ~350 ms).
 DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
-                 ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24}
+                 ("cuda", "features"): 1 << 34,
+                 ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24,
+                 ("cpu", "features"): 1 << 24}
 MAX_BINS = 1 << 30
 FEATURE_TILE_ROWS = 128  # the feature pass's tile (roc_gemm.cuh kBM; the CPU's is 8)
 
@@ -40,14 +45,14 @@ FEATURE_TILE_ROWS = 128  # the feature pass's tile (roc_gemm.cuh kBM; the CPU's 
 class Evaluation:
     """A C evaluator (roc.h) and the arrays it reads, kept alive as long as it."""
 
-    def __init__(self, fn, handle, keep, n_rows, pairs_per_row, device, row_align=1):
+    def __init__(self, fn, handle, keep, n_rows, pairs_per_row, device, features=False):
         self.fn = fn
         self.handle = ffi.gc(handle, lib.roc_eval_free)
         self.keep = keep
         self.n_rows = n_rows            # rows (or pairs) to count
         self.pairs_per_row = pairs_per_row
         self.device = device
-        self.row_align = row_align      # steps in whole multiples of this many rows
+        self.features = features        # all pairs scored from features: the feature pass
 
     def check(self, status):
         _ffi.check(ffi, lib, status)
@@ -159,13 +164,15 @@ class Options:
         return {"mode": self.mode, "bins": self.bins, "range": self.range, "fars": self.fars,
                 "far_rule": self.far_rule, "similarity": self.similarity}
 
-    def rows_per_step(self, device, units_per_row, align=1):
-        """Rows (or pairs) per add_rows call: `chunk` pairs, in whole multiples of
-        `align` rows (the feature pass's 128-row tiles: a step that ended inside
-        a tile would have the next step compute that tile again)."""
+    def rows_per_step(self, device, units_per_row, features=False):
+        """Rows (or pairs) per add_rows call: `chunk` pairs; from features, in
+        whole multiples of the feature pass's 128-row tiles (a step that ended
+        inside a tile would have the next step compute that tile again)."""
         kind = "cuda" if device.startswith("cuda") else "cpu"
-        chunk = self.chunk or DEFAULT_CHUNK[(kind, "curve" if self.mode == "curve" else "pass")]
+        pass_kind = "curve" if self.mode == "curve" else "features" if features else "pass"
+        chunk = self.chunk or DEFAULT_CHUNK[(kind, pass_kind)]
         rows = max(1, chunk // max(units_per_row, 1))
+        align = FEATURE_TILE_ROWS if features else 1
         return max(align, rows // align * align)
 
 
@@ -176,7 +183,7 @@ def _count(evaluation, options, session, total_pairs, pairs_in_rows):
     """add_rows over the evaluation's rows in steps, reporting progress (the
     global progress with a group, estimated from this rank's share)."""
     rows = options.rows_per_step(evaluation.device, evaluation.pairs_per_row,
-                                 evaluation.row_align)
+                                 evaluation.features)
     local_total = pairs_in_rows(0, evaluation.n_rows)
     done = 0
     for begin in range(0, evaluation.n_rows, rows):
@@ -249,7 +256,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
                                                  setup["n_codes"], *args[2:],
                                                  _ffi.cuda_stream(ffi, held["codes_q"])))
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
-                          setup["device"], FEATURE_TILE_ROWS if held["score"] is None else 1)
+                          setup["device"], features=held["score"] is None)
 
     return _counted(fn, options, session, prepare, create)
 

@@ -20,6 +20,7 @@
  * is released by its owner's scope, so an early error return leaks nothing.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <vector>
@@ -117,19 +118,22 @@ __global__ void __launch_bounds__(kThreads)
     counter.end_block();
 }
 
-/* The operands of the feature pass: features prepared k-major and padded
- * (roc_gemm.cuh), A for the queries and B for the gallery (the same for one
- * whole set). */
+/* The operands of one feature pass: a block of query rows and a chunk of
+ * gallery columns prepared k-major and padded (roc_gemm.cuh): column m - m_base
+ * of A is query row m, column n - n_begin of B gallery entry n, for the
+ * columns [n_begin, n_end) this pass counts. */
 struct Operands {
     const float *a, *b;
     int64_t lda, ldb, k_pad;
+    int64_t m_base, n_begin, n_end;
 };
 
 /*
  * Scores from features, one 128 x 128 tile at a time (FeatureTile::product),
  * counted without being stored. Persistent blocks walk the tiles of rows
- * [row_begin, row_end) in groups of kGroupRows row tiles, column by column, so
- * the blocks running together share their gallery tiles in L2.
+ * [row_begin, row_end) and columns [op.n_begin, op.n_end) in groups of
+ * kGroupRows row tiles, column by column, so the blocks running together share
+ * their gallery tiles in L2.
  */
 template <int kMode>
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
@@ -143,24 +147,25 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     const int64_t first_tile = p.row_begin / roc_gemm::kBM;
     const int64_t tiles_m = (p.row_end - first_tile * roc_gemm::kBM + roc_gemm::kBM - 1) /
                             roc_gemm::kBM;
-    const int64_t tiles_n = (p.n_gallery + roc_gemm::kBN - 1) / roc_gemm::kBN;
+    const int64_t tiles_n = (op.n_end - op.n_begin + roc_gemm::kBN - 1) / roc_gemm::kBN;
     for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
         const int64_t group = t / (kGroupRows * tiles_n);
         const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
         const int64_t in_group = t - group * kGroupRows * tiles_n;
         const int64_t m0 = (first_tile + group * kGroupRows + in_group % rows_in_group) *
                            roc_gemm::kBM;
-        const int64_t n0 = (in_group / rows_in_group) * roc_gemm::kBN;
+        const int64_t n0 = op.n_begin + (in_group / rows_in_group) * roc_gemm::kBN;
         /* the set's rows of this tile: d0 .. d0 + kBM - 1 */
         const int64_t d0 = p.row_offset + m0;
         if (p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= d0)
             continue; /* every column at or left of every row: below the diagonal */
         float acc[8][FeatureTile::kFragN];
-        FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0, n0, op.k_pad, tiles, acc);
+        FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
+                             op.k_pad, tiles, acc);
         const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
                                   (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
         const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
-                           n0 + roc_gemm::kBN <= p.n_gallery && (!p.same_set || off_diagonal);
+                           n0 + roc_gemm::kBN <= op.n_end && (!p.same_set || off_diagonal);
         /* The tile goes through shared memory, 64 rows at a time (the first half
          * of the warps hold rows 0-63): the accumulators are then dead, and the
          * counting loop is small and reads consecutive columns. */
@@ -193,7 +198,7 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                     row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
                     col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
                     use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
-                                       col[u] < p.n_gallery && counted(p, row[u], col[u]));
+                                       col[u] < op.n_end && counted(p, row[u], col[u]));
                 }
                 counter.pairs(row, col, v, use);
             }
@@ -304,12 +309,39 @@ __global__ void genuine_count_kernel(const Partners partners, int64_t n_query, i
     }
 }
 
-/* One thread per genuine pair: its key (or NO_KEY for NaN). The dot product is
- * the fmaf chain of FeatureTile::product over the same prepared operands,
- * so the two agree bit for bit. */
+/* The features of a genuine pair's two rows as the feature pass sees them:
+ * raw (row-major), scaled by their inverse norms for cosine. */
+struct FeatureRows {
+    const float *q, *g;
+    const double *inverse_q, *inverse_g; /* null for dot */
+    int64_t dim;
+
+    /* The fmaf chain of FeatureTile::product over the values prepare_kernel
+     * makes, so the two agree bit for bit (the product's zero padding only
+     * turns a sum of -0 into +0, one key). */
+    __device__ float score(int64_t i, int64_t j) const
+    {
+        const float *a = q + i * dim, *b = g + j * dim;
+        float s = 0.0f;
+        if (inverse_q) {
+            const double scale_a = inverse_q[i], scale_b = inverse_g[j];
+            for (int64_t k = 0; k < dim; k++)
+                s = fmaf(float(__dmul_rn(double(a[k]), scale_a)),
+                         float(__dmul_rn(double(b[k]), scale_b)), s);
+        } else {
+            for (int64_t k = 0; k < dim; k++)
+                s = fmaf(a[k], b[k], s);
+        }
+        return s;
+    }
+};
+
+/* One thread per genuine pair: its key (or NO_KEY for NaN), from the score
+ * matrix or the features. */
 __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int64_t n_gallery,
-                                   const int64_t *offset, const float *score, const Operands op,
-                                   int64_t n_pairs, uint32_t *keys, unsigned long long *n_nan)
+                                   const int64_t *offset, const float *score,
+                                   const FeatureRows features, int64_t n_pairs, uint32_t *keys,
+                                   unsigned long long *n_nan)
 {
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_pairs;
          t += int64_t(gridDim.x) * blockDim.x) {
@@ -328,14 +360,7 @@ __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int
         if (skip >= 0 && m >= skip)
             m++;
         const int64_t j = partners.members[m];
-        float s;
-        if (score) {
-            s = score[i * n_gallery + j];
-        } else {
-            s = 0.0f;
-            for (int64_t k = 0; k < op.k_pad; k++)
-                s = fmaf(op.a[k * op.lda + i], op.b[k * op.ldb + j], s);
-        }
+        const float s = score ? score[i * n_gallery + j] : features.score(i, j);
         if (isnan(s)) {
             keys[t] = ROC_NO_KEY;
             atomicAdd(n_nan, 1ull);
@@ -346,17 +371,41 @@ __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int
 }
 
 /* Cosine: 1 / sqrt(sum of squares) of each row, in float64 in index order
- * with the CPU's IEEE operations (no contraction). */
-__global__ void inverse_norm_kernel(const float *x, int64_t n, int64_t dim, double *inverse)
+ * with the CPU's IEEE operations (no contraction). A warp takes 32 rows and
+ * reads 32 columns of each at a time, coalesced, into shared memory; each lane
+ * then sums its row's. (A thread reading its own row took 139 us for 31,000
+ * rows of 512 on the H100: 32 rows 2 KB apart a load.) */
+constexpr int kNormThreads = 128;
+__global__ void __launch_bounds__(kNormThreads)
+    inverse_norm_kernel(const float *x, int64_t n, int64_t dim, double *inverse)
 {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-         i += int64_t(gridDim.x) * blockDim.x) {
+    __shared__ float slices[kNormThreads / 32][32][33];
+    float(*slice)[33] = slices[threadIdx.x / 32];
+    const int lane = threadIdx.x % 32;
+    const int64_t n_groups = (n + 31) / 32;
+    for (int64_t group = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; group < n_groups;
+         group += int64_t(gridDim.x) * blockDim.x / 32) {
+        const int64_t r0 = group * 32;
+        const int rows = int(min(int64_t(32), n - r0));
         double sum = 0.0;
-        for (int64_t k = 0; k < dim; k++) {
-            const double v = x[i * dim + k];
-            sum = __dadd_rn(sum, __dmul_rn(v, v));
+        for (int64_t k0 = 0; k0 < dim; k0 += 32) {
+            const int cols = int(min(int64_t(32), dim - k0));
+            if (lane < cols) {
+#pragma unroll 8
+                for (int r = 0; r < rows; r++)
+                    slice[r][lane] = x[(r0 + r) * dim + k0 + lane];
+            }
+            __syncwarp();
+            if (lane < rows) {
+                for (int c = 0; c < cols; c++) {
+                    const double v = slice[lane][c];
+                    sum = __dadd_rn(sum, __dmul_rn(v, v));
+                }
+            }
+            __syncwarp();
         }
-        inverse[i] = __ddiv_rn(1.0, __dsqrt_rn(sum));
+        if (lane < rows)
+            inverse[r0 + lane] = __ddiv_rn(1.0, __dsqrt_rn(sum));
     }
 }
 
@@ -590,45 +639,132 @@ unsigned grid_for(int64_t n, int threads = kThreads)
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-/* features x (n, dim) -> out (k_pad, ld), k-major, zero-padded; scaled to unit
- * length for cosine. */
-cudaError_t prepare(ExtDeviceArena &arena, const float *x, int64_t n, int64_t dim, bool cosine,
-                    int64_t ld, int64_t k_pad, Buffer<float> &out)
+/* 1 / norm of each of the n rows of x (n, dim) into inverse. */
+cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n, int64_t dim,
+                                 double *inverse)
 {
-    Buffer<double> inverse(arena);
-    if (cosine) {
-        EXT_CUDA_TRY(inverse.allocate(n));
-        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream()>>>(x, n, dim,
-                                                                          inverse.get());
-        EXT_CUDA_TRY(cudaGetLastError());
-    }
-    EXT_CUDA_TRY(out.allocate(k_pad * ld));
-    if (k_pad > 0) {
-        const dim3 grid(unsigned(ld / 32), unsigned((k_pad + 31) / 32));
-        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream()>>>(
-            x, n, dim, cosine ? inverse.get() : nullptr, out.get(), ld, k_pad);
-        EXT_CUDA_TRY(cudaGetLastError());
+    inverse_norm_kernel<<<grid_for((n + 31) / 32 * 32, kNormThreads), kNormThreads, 0, stream>>>(
+        x, n, dim, inverse);
+    return cudaGetLastError();
+}
+
+/* Device memory each side's prepared block may take. The gallery goes in
+ * chunks of columns and the queries in blocks of rows, each prepared (scaled,
+ * k-major) when a pass needs it; a gallery of one chunk is prepared once. With
+ * whole copies of both, the IFRT size (1M x 2.6M, D = 512) took 7.0 GiB
+ * beyond its inputs. EXT_ROC_OPERAND_KIB, where set, replaces the gallery's
+ * (the queries get half): less memory, more preparation. */
+constexpr size_t kGalleryChunkBytes = size_t(512) << 20;
+
+size_t gallery_chunk_bytes()
+{
+    const char *kib = getenv("EXT_ROC_OPERAND_KIB");
+    const long long value = kib ? atoll(kib) : 0;
+    return value > 0 ? size_t(value) << 10 : kGalleryChunkBytes;
+}
+
+/* One side of the feature pass: its raw features (row-major), their inverse
+ * norms (cosine), and which of its rows, [begin, end), `prepared` holds. */
+struct FeatureSide {
+    const float *x = nullptr;
+    int64_t n = 0;
+    int64_t block_rows = 0; /* rows a prepared block holds at most: whole tiles */
+    Buffer<double> own_inverse;
+    const double *inverse = nullptr; /* own_inverse, or the other side's for one set */
+    Buffer<float> prepared;
+    int64_t begin = 0, end = 0;
+
+    explicit FeatureSide(ExtDeviceArena &arena) : own_inverse(arena), prepared(arena) {}
+};
+
+struct FeatureOperands {
+    int64_t dim = 0, k_pad = 0;
+    FeatureSide q, g;
+
+    explicit FeatureOperands(ExtDeviceArena &arena) : q(arena), g(arena) {}
+    FeatureRows rows() const { return FeatureRows{q.x, g.x, q.inverse, g.inverse, dim}; }
+};
+
+/* The sides' sizes and blocks, and for cosine their inverse norms (one set:
+ * computed once). */
+cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float *feat_q,
+                          const float *feat_g, int64_t n_query, int64_t n_gallery, int64_t dim,
+                          int similarity)
+{
+    f.dim = dim;
+    f.k_pad = round_up(dim, FeatureTile::kSliceK);
+    const int64_t row_bytes = std::max<int64_t>(f.k_pad, 1) * int64_t(sizeof(float));
+    FeatureSide *sides[2] = {&f.q, &f.g};
+    const float *x[2] = {feat_q, feat_g};
+    const int64_t n[2] = {n_query, n_gallery};
+    const size_t bytes[2] = {gallery_chunk_bytes() / 2, gallery_chunk_bytes()};
+    const bool one_set = feat_q == feat_g && n_query == n_gallery;
+    for (int side = 0; side < 2; side++) {
+        FeatureSide &to = *sides[side];
+        to.x = x[side];
+        to.n = n[side];
+        to.block_rows = std::max<int64_t>(roc_gemm::kBM,
+                                          int64_t(bytes[side]) / row_bytes / roc_gemm::kBM *
+                                              roc_gemm::kBM);
+        if (similarity != ROC_COSINE)
+            continue;
+        if (side == 1 && one_set) {
+            to.inverse = f.q.inverse;
+            continue;
+        }
+        EXT_CUDA_TRY(to.own_inverse.allocate(to.n));
+        EXT_CUDA_TRY(launch_inverse_norms(arena.stream(), to.x, to.n, dim, to.own_inverse.get()));
+        to.inverse = to.own_inverse.get();
     }
     return cudaSuccess;
 }
 
-/* Both operands of the feature pass (one, shared, when the queries are the
- * whole gallery: the same features). */
-cudaError_t prepare_operands(ExtDeviceArena &arena, const float *feat_q, const float *feat_g,
-                             int64_t n_query, int64_t n_gallery, int64_t dim, int similarity,
-                             Buffer<float> &prepared_q, Buffer<float> &prepared_g, Operands &op)
+/* Rows [begin, end) of `side` prepared (k-major, padded to whole tiles),
+ * unless they are already. */
+cudaError_t prepare_block(ExtDeviceArena &arena, const FeatureOperands &f, FeatureSide &side,
+                          int64_t begin, int64_t end)
 {
-    const bool cosine = similarity == ROC_COSINE;
-    const bool shared = feat_q == feat_g && n_query == n_gallery;
-    op.k_pad = round_up(dim, FeatureTile::kSliceK);
-    op.lda = round_up(std::max<int64_t>(n_query, 1), roc_gemm::kBM);
-    op.ldb = shared ? op.lda : round_up(std::max<int64_t>(n_gallery, 1), roc_gemm::kBN);
-    EXT_CUDA_TRY(prepare(arena, feat_q, n_query, dim, cosine, op.lda, op.k_pad, prepared_q));
-    op.a = op.b = prepared_q.get();
-    if (!shared) {
-        EXT_CUDA_TRY(prepare(arena, feat_g, n_gallery, dim, cosine, op.ldb, op.k_pad,
-                             prepared_g));
-        op.b = prepared_g.get();
+    if (side.end > side.begin && side.begin == begin && side.end == end)
+        return cudaSuccess;
+    const int64_t ld = round_up(end - begin, roc_gemm::kBM);
+    if (side.prepared.size() < size_t(f.k_pad * ld)) /* once: the largest block there is */
+        EXT_CUDA_TRY(side.prepared.allocate(
+            f.k_pad * std::min(side.block_rows, round_up(side.n, roc_gemm::kBM))));
+    if (f.k_pad > 0) {
+        const dim3 grid(unsigned(ld / 32), unsigned((f.k_pad + 31) / 32));
+        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream()>>>(
+            side.x + begin * f.dim, end - begin, f.dim,
+            side.inverse ? side.inverse + begin : nullptr, side.prepared.get(), ld, f.k_pad);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    side.begin = begin;
+    side.end = end;
+    return cudaSuccess;
+}
+
+/* launch(op, begin, end) for query rows [begin, end) against every gallery
+ * chunk, over all of rows [row_begin, row_end) in blocks: the blocks' and
+ * chunks' operands prepared first. The chunk prepared last goes first, so
+ * that consecutive calls on a gallery of one chunk prepare it once. */
+template <typename Launch>
+cudaError_t over_feature_blocks(ExtDeviceArena &arena, FeatureOperands &f, int64_t row_begin,
+                                int64_t row_end, Launch launch)
+{
+    const int64_t n_chunks = (f.g.n + f.g.block_rows - 1) / f.g.block_rows;
+    for (int64_t qa = row_begin / roc_gemm::kBM * roc_gemm::kBM; qa < row_end;
+         qa += f.q.block_rows) {
+        const int64_t qb = std::min(qa + f.q.block_rows, row_end);
+        EXT_CUDA_TRY(prepare_block(arena, f, f.q, qa, qb));
+        const int64_t first = f.g.end > f.g.begin ? f.g.begin / f.g.block_rows : 0;
+        for (int64_t c = 0; c < n_chunks; c++) {
+            const int64_t ga = (first + c) % n_chunks * f.g.block_rows;
+            const int64_t gb = std::min(ga + f.g.block_rows, f.g.n);
+            EXT_CUDA_TRY(prepare_block(arena, f, f.g, ga, gb));
+            const Operands op{f.q.prepared.get(), f.g.prepared.get(),
+                              round_up(qb - qa, roc_gemm::kBM), round_up(gb - ga, roc_gemm::kBN),
+                              f.k_pad, qa, ga, gb};
+            EXT_CUDA_TRY(launch(op, std::max(row_begin, qa), qb));
+        }
     }
     return cudaSuccess;
 }
@@ -641,8 +777,7 @@ cudaError_t prepare_operands(ExtDeviceArena &arena, const float *feat_q, const f
 struct roc_eval_cuda {
     roc_source src;
     ExtDeviceArena arena; /* before every buffer: released after them */
-    Buffer<float> prepared_q, prepared_g; /* the feature operands (roc_gemm.cuh) */
-    Operands op{};
+    FeatureOperands features; /* the feature pass's operands, prepared by block */
     /* exact: levels, index, counters */
     int64_t n_levels = 0;
     Buffer<uint32_t> levels, lut, gap_min, top_key, block_top_key;
@@ -665,8 +800,7 @@ struct roc_eval_cuda {
     Buffer<float> scaled_a, scaled_b;
 
     explicit roc_eval_cuda(const roc_source &s)
-        : src(s), arena(static_cast<cudaStream_t>(s.stream)), prepared_q(arena),
-          prepared_g(arena), levels(arena), lut(arena), gap_min(arena), top_key(arena),
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena), lut(arena), gap_min(arena), top_key(arena),
           block_top_key(arena), at(arena), gap(arena), top_count(arena), block_top_count(arena),
           edges(arena), bins(arena), acc_keys(arena), acc_counts(arena), totals(arena),
           scaled_a(arena), scaled_b(arena)
@@ -745,7 +879,8 @@ cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_tot
     EXT_CUDA_TRY(nan.allocate(1));
     EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
     genuine_key_kernel<<<grid_for(n_pairs), kThreads, 0, stream>>>(
-        partners, Q, G, offset.get(), s.score, ev->op, n_pairs, keys.get(), nan.get());
+        partners, Q, G, offset.get(), s.score, ev->features.rows(), n_pairs, keys.get(),
+        nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
     for (Buffer<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
         a->release();
@@ -886,10 +1021,12 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
 }
 
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
- * p.row_end) of the score matrix or the features, or over pairs [begin, begin
- * + p.n_gallery) of a list (one "row" of p.n_gallery pairs). */
+ * p.row_end) of the score matrix or of the features' operands `op`, or over
+ * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
+ * pairs). */
 template <int kMode>
-cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin)
+cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
+                        const Operands *op)
 {
     const roc_source &s = ev->src;
     const bool features = !s.list && s.score == nullptr;
@@ -907,7 +1044,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     if (features)
-        feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->op, p);
+        feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, p);
     else if (listed)
         list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
     else
@@ -1072,8 +1209,7 @@ cudaError_t prepare_list(roc_eval_cuda *ev)
         Buffer<double> inverse(arena);
         EXT_CUDA_TRY(inverse.allocate(n));
         EXT_CUDA_TRY(scaled[side]->allocate(n * s.dim));
-        inverse_norm_kernel<<<grid_for(n), kThreads, 0, arena.stream()>>>(rows[side], n, s.dim,
-                                                                          inverse.get());
+        EXT_CUDA_TRY(launch_inverse_norms(arena.stream(), rows[side], n, s.dim, inverse.get()));
         scale_rows_kernel<<<grid_for(n * s.dim), kThreads, 0, arena.stream()>>>(
             rows[side], n, s.dim, inverse.get(), scaled[side]->get());
         EXT_CUDA_TRY(cudaGetLastError());
@@ -1093,9 +1229,8 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         EXT_CUDA_TRY(find_list_genuine(ev, genuine, totals, bad));
     } else {
         if (s.feat_q)
-            EXT_CUDA_TRY(prepare_operands(ev->arena, s.feat_q, s.feat_g, s.n_query, s.n_gallery,
-                                          s.dim, s.similarity, ev->prepared_q, ev->prepared_g,
-                                          ev->op));
+            EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
+                                       s.n_gallery, s.dim, s.similarity));
         EXT_CUDA_TRY(find_genuine(ev, genuine, totals, bad));
     }
     if (bad->kind)
@@ -1211,13 +1346,28 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         p.n_gallery = n;
     if (list && ev->src.score && ev->src.mode == kExact && ev->n_levels > kSortedLevels)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
-    if (ev->src.mode == kCurve) {
-        EXT_CUDA_TRY(launch_pass<kCurve>(ev, p, row_begin));
-        return merge_keys(ev, keys, n);
+    auto pass = [&](const PassParams &q, const Operands *op) {
+        if (ev->src.mode == kCurve)
+            return launch_pass<kCurve>(ev, q, row_begin, op);
+        if (ev->src.mode == kExact)
+            return launch_pass<kExact>(ev, q, row_begin, op);
+        return launch_pass<kBinned>(ev, q, row_begin, op);
+    };
+    if (!list && !ev->src.score) {
+        EXT_CUDA_TRY(over_feature_blocks(
+            ev->arena, ev->features, row_begin, row_end,
+            [&](const Operands &op, int64_t begin, int64_t end) {
+                PassParams q = p;
+                q.row_begin = begin;
+                q.row_end = end;
+                if (q.keys) /* the key of pair (i, j) at (i - row_begin) G + j */
+                    q.keys += (begin - row_begin) * ev->src.n_gallery;
+                return pass(q, &op);
+            }));
+    } else {
+        EXT_CUDA_TRY(pass(p, nullptr));
     }
-    if (ev->src.mode == kExact)
-        return launch_pass<kExact>(ev, p, row_begin);
-    return launch_pass<kBinned>(ev, p, row_begin);
+    return ev->src.mode == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
@@ -1307,20 +1457,22 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
     ExtDeviceGuard guard(device);
     EXT_CUDA_TRY(guard.error());
     ExtDeviceArena arena(static_cast<cudaStream_t>(stream_ptr));
-    Buffer<float> prepared_q(arena), prepared_g(arena);
-    Operands op{};
-    EXT_CUDA_TRY(prepare_operands(arena, feat_q, feat_g, n_query, n_gallery, dim, similarity,
-                                  prepared_q, prepared_g, op));
-    PassParams p{};
-    p.n_gallery = n_gallery;
-    p.row_begin = 0;
-    p.row_end = n_query;
-    p.scores = score;
+    FeatureOperands features(arena);
+    EXT_CUDA_TRY(feature_setup(arena, features, feat_q, feat_g, n_query, n_gallery, dim,
+                               similarity));
     const size_t shared = sizeof(FeatureTile::Shared);
     EXT_CUDA_TRY(cudaFuncSetAttribute(feature_pass_kernel<kStore>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-    feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
-                                  arena.stream()>>>(op, p);
-    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(over_feature_blocks(
+        arena, features, 0, n_query, [&](const Operands &op, int64_t begin, int64_t end) {
+            PassParams p{};
+            p.n_gallery = n_gallery;
+            p.row_begin = begin;
+            p.row_end = end;
+            p.scores = score;
+            feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
+                                          arena.stream()>>>(op, p);
+            return cudaGetLastError();
+        }));
     return cudaStreamSynchronize(arena.stream());
 }
