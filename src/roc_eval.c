@@ -93,39 +93,8 @@ void roc_counts_free(roc_counts *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Bisection steps of a key among c levels of one bucket. */
-static int search_steps(int64_t c)
-{
-    int steps = 0;
-    while (c > 0) {
-        steps++;
-        c /= 2;
-    }
-    return steps;
-}
-
-/* Sum over the levels of the steps a key at that level would take: the cost of
- * `map` where the pairs are distributed as the levels are. */
-static int64_t index_cost(const roc_genuine_levels *levels, const roc_bucket_map *map)
-{
-    int64_t cost = 0, run = 0;
-    uint32_t bucket = 0;
-    for (int64_t u = 0; u < levels->n_levels; u++) {
-        const uint32_t k = levels->keys[u];
-        const uint32_t b = roc_level_bucket(map, k, roc_key_score(k));
-        if (u > 0 && b != bucket) {
-            cost += run * search_steps(run);
-            run = 0;
-        }
-        bucket = b;
-        run++;
-    }
-    return cost + run * search_steps(run);
-}
-
-/* At most 2^22 buckets (16 MiB of index), about eight per level, by score
- * where that leaves fewer levels to a bucket than by key (scores spread like
- * N(0, 0.044) put a binade's thousands of levels in a few key buckets). */
+/* At most 2^22 buckets (16 MiB of index), about four per level: most keys then
+ * fall in a bucket with no level or one, whatever the number of levels. */
 int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *index)
 {
     const int64_t U = levels->n_levels;
@@ -134,36 +103,25 @@ int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *ind
     if (U == 0)
         return EXT_OK;
     int64_t max_buckets = 256;
-    while (max_buckets < 8 * U && max_buckets < ((int64_t)1 << 22))
+    while (max_buckets < 4 * U && max_buckets < ((int64_t)1 << 22))
         max_buckets *= 2;
     const uint32_t base = levels->keys[0], span = levels->keys[U - 1] - base;
     int shift = 0;
     while ((int64_t)((uint64_t)span >> shift) + 1 > max_buckets)
         shift++;
-    roc_bucket_map map = {.by_score = 0, .last = (uint32_t)((uint64_t)span >> shift),
-                          .base = base, .shift = shift};
-
-    const float lo = roc_key_score(levels->keys[0]), hi = roc_key_score(levels->keys[U - 1]);
-    const float scale = (float)((double)(max_buckets - 1) / ((double)hi - (double)lo));
-    if (U > 1 && isfinite(lo) && isfinite(hi) && isfinite(scale) && scale > 0) {
-        const roc_bucket_map by_score = {.by_score = 1, .last = (uint32_t)(max_buckets - 1),
-                                         .lo = lo, .scale = scale};
-        if (index_cost(levels, &by_score) < index_cost(levels, &map))
-            map = by_score;
-    }
-    const int64_t n_buckets = (int64_t)map.last + 1;
+    const int64_t n_buckets = (int64_t)((uint64_t)span >> shift) + 1;
     index->lut = ext_malloc((size_t)(n_buckets + 1) * sizeof(uint32_t));
     if (!index->lut)
         return EXT_ERR_NOMEM;
     int64_t level = 0;
     for (int64_t b = 0; b <= n_buckets; b++) {
-        while (level < U &&
-               roc_level_bucket(&map, levels->keys[level], roc_key_score(levels->keys[level])) <
-                   (uint64_t)b)
+        const uint64_t start = (uint64_t)base + ((uint64_t)b << shift);
+        while (level < U && levels->keys[level] < start)
             level++;
         index->lut[b] = (uint32_t)level;
     }
-    index->map = map;
+    index->base = base;
+    index->shift = shift;
     index->n_buckets = n_buckets;
     return EXT_OK;
 }

@@ -437,7 +437,7 @@ static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
     if (key > levels[U - 1])
         level = U;
     else if (key >= levels[0])
-        level = roc_find_level(levels, index->lut, &index->map, key, &at);
+        level = roc_find_level(levels, index->lut, index->base, index->shift, key, &at);
     if (at) {
         local->at[level]++;
     } else {

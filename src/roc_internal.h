@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "roc.h"
-#include "roc_math.h"
 
 /* The distinct genuine scores (keys), ascending, and how many genuine pairs
  * each. */
@@ -27,7 +26,8 @@ typedef struct {
 
 /* The index over the levels that roc_find_level (roc_math.h) reads. */
 typedef struct {
-    roc_bucket_map map;
+    uint32_t base;
+    int shift;
     int64_t n_buckets;
     uint32_t *lut;       /* n_buckets + 1 */
 } roc_level_index;

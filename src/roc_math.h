@@ -96,48 +96,20 @@ ROC_HD int64_t roc_uniform_bin(float score, const float *edges, int64_t n, float
 
 /*
  * The genuine levels (distinct genuine keys, ascending) are found through an
- * index, so that a pair costs about the same whatever the number of levels:
- * the index cuts the range of the levels into n_buckets buckets, and lut[b] is
- * the first level whose bucket is b or later (lut has n_buckets + 1 entries,
- * the last = n_levels). The bucket of a score never decreases as the score
- * grows, so a key's level is among lut[b] .. lut[b + 1] of its bucket b: a
- * handful at most where the levels are no denser than the buckets.
+ * index keyed by the score's key, so that a pair costs the same whatever the
+ * number of levels: bucket b of the index covers the keys [base + (b << shift),
+ * base + ((b + 1) << shift)), and lut[b] is the first level at or above the
+ * bucket's start (lut has n_buckets + 1 entries, the last = n_levels). A key's
+ * level is then among lut[b] .. lut[b + 1], a handful at most where the levels
+ * are no denser than the buckets.
  *
- * Buckets are equal ranges either of the score (by_score: scores near zero or
- * spread over a few binades, as similarities are) or of the key (levels spread
- * over many orders of magnitude, or not finite); roc_level_index_build picks
- * the one that leaves fewer levels to a bucket.
+ * For levels[0] <= key <= levels[n_levels - 1] (the callers take the keys
+ * outside first): the first level >= key, and *at = whether it equals key.
  */
-typedef struct {
-    int by_score;
-    uint32_t last;   /* n_buckets - 1 */
-    uint32_t base;   /* by key: bucket = (key - base) >> shift */
-    int shift;
-    float lo, scale; /* by score: bucket = float32((score - lo) * scale), at most last */
-} roc_bucket_map;
-
-/* The bucket of `key` (levels[0] <= key <= levels[n_levels - 1]) whose score
- * is `score` (either zero for key 0.0). Each float32 step is correctly rounded,
- * hence never decreasing in the score, on the CPU and on the GPU alike (no
- * contraction: __fsub_rn, __fmul_rn). */
-ROC_HD uint32_t roc_level_bucket(const roc_bucket_map *map, uint32_t key, float score)
+ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint32_t base,
+                              int shift, uint32_t key, int *at)
 {
-    if (!map->by_score)
-        return (key - map->base) >> map->shift;
-#ifdef __CUDA_ARCH__
-    const float position = __fmul_rn(__fsub_rn(score, map->lo), map->scale);
-#else
-    const float position = (score - map->lo) * map->scale;
-#endif
-    return position < (float)map->last ? (uint32_t)position : map->last;
-}
-
-/* For levels[0] <= key <= levels[n_levels - 1] (the callers take the keys
- * outside first): the first level >= key, and *at = whether it equals key. */
-ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut,
-                              const roc_bucket_map *map, uint32_t key, int *at)
-{
-    const uint32_t bucket = roc_level_bucket(map, key, roc_key_score(key));
+    const uint32_t bucket = (key - base) >> shift;
     int64_t lo = ROC_LOAD(lut + bucket), hi = ROC_LOAD(lut + bucket + 1);
     if (lo == hi) { /* no level in the bucket: the key is inside gap lo */
         *at = 0;

@@ -604,11 +604,11 @@ def test_many_levels_inside_the_impostor_mass(rng, source):
 
 
 def spread_scores(rng, spread, n_query=120, n_gallery=500):
-    """Labels and scores for the two kinds of level index (roc_eval.c picks
-    the one with fewer levels to a bucket): "similarity", N(0, 0.044) like
-    cosine impostors, whose levels crowd a few binades (indexed by score);
-    "binades", magnitudes from 1e-30 to 1e30 of both signs (indexed by key).
-    Impostors sit on levels, one float32 step beside them, and on +-0."""
+    """Labels and scores that load the level index (roc_math.h) two ways:
+    "similarity", N(0, 0.044) like cosine impostors, whose levels crowd a few
+    binades of the key (ten or so to a bucket: bisection); "binades", magnitudes
+    from 1e-30 to 1e30 of both signs (most buckets empty). Impostors sit on
+    levels, one float32 step beside them, and on +-0."""
     labels_q = rng.integers(0, 40, n_query)
     labels_g = rng.integers(0, 40, n_gallery)
     if spread == "similarity":
@@ -631,7 +631,7 @@ def spread_scores(rng, spread, n_query=120, n_gallery=500):
 
 
 @pytest.mark.parametrize("spread", ["similarity", "binades"])
-def test_level_index_kinds_equal_sklearn(rng, spread):
+def test_level_index_loads_equal_sklearn(rng, spread):
     labels_q, labels_g, score = spread_scores(rng, spread)
     y_true, y_score = pairs(labels_q, labels_g, score)
     report = roc.evaluate(labels_q, labels_g, score=score)
@@ -641,7 +641,7 @@ def test_level_index_kinds_equal_sklearn(rng, spread):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("spread", ["similarity", "binades"])
-def test_gpu_level_index_kinds(rng, spread):
+def test_gpu_level_index_loads(rng, spread):
     labels_q, labels_g, score = spread_scores(rng, spread, 600, 8000)
     cpu = roc.evaluate(labels_q, labels_g, score=score)
     gpu = roc.evaluate(*(torch.from_numpy(a).cuda() for a in (labels_q, labels_g)),

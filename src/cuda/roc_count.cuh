@@ -38,7 +38,8 @@ struct PassParams {
     const uint32_t *levels;
     int64_t n_levels;
     const uint32_t *lut;
-    roc_bucket_map lut_map;
+    uint32_t lut_base;
+    int lut_shift;
     unsigned long long *at, *gap;
     uint32_t *gap_min;
     int shared_gaps;
@@ -138,7 +139,7 @@ template <int kMode> class Counter {
         int at = 0;
         int g = key < lowest_ ? 0 : int(p_.n_levels);
         if (key >= lowest_ && key <= highest_)
-            g = int(roc_find_level(p_.levels, p_.lut, &p_.lut_map, key, &at));
+            g = int(roc_find_level(p_.levels, p_.lut, p_.lut_base, p_.lut_shift, key, &at));
         if (at) { /* rare: a pair scored exactly like a genuine level */
             atomicAdd(&p_.at[g], 1ull);
             return;
@@ -272,7 +273,7 @@ template <int kMode> class Counter {
             at[u] = false;
             lo[u] = hi[u] = key[u] < lowest_ ? 0u : n_levels;
             if (live[u] && key[u] >= lowest_ && key[u] <= highest_) {
-                const uint32_t bucket = roc_level_bucket(&p_.lut_map, key[u], s[u]);
+                const uint32_t bucket = (key[u] - p_.lut_base) >> p_.lut_shift;
                 lo[u] = __ldg(p_.lut + bucket);
                 hi[u] = __ldg(p_.lut + bucket + 1);
             }

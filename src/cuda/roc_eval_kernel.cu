@@ -593,7 +593,7 @@ __global__ void slot_of_runs_kernel(const uint32_t *keys, const unsigned long lo
         int at = 0;
         int64_t g = key < lowest ? 0 : p.n_levels;
         if (key >= lowest && key <= highest)
-            g = roc_find_level(p.levels, p.lut, &p.lut_map, key, &at);
+            g = roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
         slots[r] = 2 * g + at;
         if (r == n - 1) {
             p.block_top_key[0] = key;
@@ -782,7 +782,8 @@ struct roc_eval_cuda {
     int64_t n_levels = 0;
     Buffer<uint32_t> levels, lut, gap_min, top_key, block_top_key;
     Buffer<unsigned long long> at, gap, top_count, block_top_count;
-    roc_bucket_map lut_map{};
+    uint32_t lut_base = 0;
+    int lut_shift = 0;
     /* binned */
     Buffer<float> edges;
     Buffer<unsigned long long> bins;
@@ -1002,7 +1003,8 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.levels = ev->levels.get();
     p.n_levels = ev->n_levels;
     p.lut = ev->lut.get();
-    p.lut_map = ev->lut_map;
+    p.lut_base = ev->lut_base;
+    p.lut_shift = ev->lut_shift;
     p.at = ev->at.get();
     p.gap = ev->gap.get();
     p.gap_min = ev->gap_min.get();
@@ -1264,7 +1266,8 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
         return cudaStreamSynchronize(stream);
     const int64_t U = levels->n_levels;
     ev->n_levels = U;
-    ev->lut_map = index->map;
+    ev->lut_base = index->base;
+    ev->lut_shift = index->shift;
     EXT_CUDA_TRY(ev->levels.allocate(U));
     EXT_CUDA_TRY(ev->lut.allocate(U ? index->n_buckets + 1 : 0));
     EXT_CUDA_TRY(ev->at.allocate(U + 1));
