@@ -11,7 +11,8 @@ gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
 histogram dtype. evaluate/roc_curve:
 every mode from a score matrix and from features, one set and two, partial
-tiles, shared-memory and global counters, pair_scores; ordered same-set
+tiles, shared-memory and global counters, pair_scores; the feature
+operands prepared a block at a time (EXT_ROC_OPERAND_KIB); ordered same-set
 pairs and a shard of a set's rows; lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode); bad flags and indices.
 """
@@ -72,7 +73,34 @@ def evaluator_cases(generator, small):
                 roc.evaluate(labels, None, feat_q=feats, same_set=same_set, mode=mode)
                 ran += 1
         ran += shard_cases(labels, feats)
-    return ran + pair_list_cases(generator)
+    return ran + block_cases(generator, ("exact", "binned", "curve")) + \
+        pair_list_cases(generator)
+
+
+def block_cases(generator, modes):
+    """From features with 16 KiB operand blocks: 128-row gallery chunks and
+    query blocks (dim 20: 32 floats a row), so 6 chunks and 3 blocks, and
+    steps that start inside a block."""
+    labels_q = torch.randint(0, 10, (300,), device="cuda", generator=generator)
+    labels_g = torch.randint(0, 10, (700,), device="cuda", generator=generator)
+    feat_q = torch.randn(300, 20, device="cuda", generator=generator)
+    feat_g = torch.randn(700, 20, device="cuda", generator=generator)
+    os.environ["EXT_ROC_OPERAND_KIB"] = "16"
+    try:
+        ran = 0
+        for mode in modes:
+            if mode == "curve":
+                roc.roc_curve(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, chunk=100 * 700)
+            else:
+                roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode=mode,
+                             chunk=100 * 700)
+                roc.evaluate(labels_g, None, feat_q=feat_g, same_set=True, mode=mode)
+                ran += 1
+            ran += 1
+        roc.pair_scores(feat_q, feat_g)
+        return ran + 1
+    finally:
+        del os.environ["EXT_ROC_OPERAND_KIB"]
 
 
 def shard_cases(labels, feats):
@@ -159,7 +187,7 @@ def race_cases(generator):
         roc.evaluate(one_q, one_g, **source)
     genuine = torch.rand(40_000, device="cuda", generator=generator) < 0.5
     roc.evaluate_pairs(genuine, torch.randn(40_000, device="cuda", generator=generator))
-    return ran + 3
+    return ran + 3 + block_cases(generator, ("exact",))
 
 
 def main():
