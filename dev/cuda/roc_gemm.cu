@@ -2,8 +2,11 @@
  * roc_gemm.cu: variants of the feature pass's fp32 tile product, each checked
  * against the CPU before it is timed beside cuBLAS (kept apart from the library).
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc dev/cuda/roc_gemm.cu -lcublas -o build/roc_gemm
- *   (without cuBLAS's headers it builds without -lcublas and times the variants alone)
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc [-I<CUTLASS>/include] dev/cuda/roc_gemm.cu \
+ *       -lcublas -o build/roc_gemm
+ *   (without cuBLAS's headers it builds without -lcublas and times the variants alone;
+ *   CUTLASS's headers, e.g. pip's nvidia-cutlass under cutlass_library/source/include,
+ *   add version 10)
  *   ./build/roc_gemm [Q G D]
  *
  * Every variant computes S = Xq Xgᵀ with each score one fmaf chain over k in
@@ -32,6 +35,17 @@
  *            for instructions to be fetched; cuBLAS's kernel takes slices of 8).
  * version 9: Tile<2> with k-slices of 8, 6 stages (48 KB).
  *
+ * version 10: CUTLASS's SIMT multistage main loop (threadblock::DefaultMma for
+ *            Sm80: cp.async, 4 stages of 128 x 128 x 8, 4 warps of 64 x 64,
+ *            8 x 16 a thread) on the same k-major operands (A column-major, B
+ *            row-major), one block a tile, stored by its warp iterator.
+ *            Expected: cuBLAS's issue rate, if cuBLAS's SIMT kernel is this
+ *            one. Measured on the H100: 4.38-4.40 ms, 0.98-0.99x cuBLAS
+ *            (50,000 x 200,000: 1.01x, version 4 1.07x), every sampled score
+ *            bit for bit the CPU's chain. With warps of 32 x 64 (8 warps,
+ *            8 x 8 a thread): 5.19 ms, 1.16x. In the feature pass in place of
+ *            version 4 (dev/NOTES.md): not yet a gain.
+ *
  * Versions 2 to 9 share roc_gemm.cuh's copy addressing: set up once per tile
  * and stepped by a slice (until 2026-11-22 it was computed afresh per slice:
  * version 4 then took 5.18 ms, 1.17x cuBLAS).
@@ -58,6 +72,13 @@
 
 #include "cuda/roc_gemm.cuh"
 
+#if __has_include(<cutlass/gemm/threadblock/default_mma.h>)
+#include <cutlass/gemm/threadblock/default_mma.h>
+#define HAVE_CUTLASS 1
+#else
+#define HAVE_CUTLASS 0 /* no CUTLASS headers: versions 1 to 9 */
+#endif
+
 #define CHECK(call)                                                                       \
     do {                                                                                  \
         cudaError_t err_ = (call);                                                        \
@@ -67,7 +88,7 @@
         }                                                                                 \
     } while (0)
 
-constexpr int kVersions = 9;
+constexpr int kVersions = HAVE_CUTLASS ? 10 : 9;
 
 // ----------------------------------------------------------------------------
 // CPU reference: the sequential fmaf chain
@@ -161,6 +182,44 @@ __global__ void __launch_bounds__(roc_gemm::Tile<kWarpsN>::kThreads, kMinBlocks)
 }
 
 // ----------------------------------------------------------------------------
+// version 10: CUTLASS's SIMT main loop, scores stored by its warp iterator
+
+#if HAVE_CUTLASS
+using CutlassMma = typename cutlass::gemm::threadblock::DefaultMma<
+    float, cutlass::layout::ColumnMajor, 1, float, cutlass::layout::RowMajor, 1, float,
+    cutlass::layout::RowMajor, cutlass::arch::OpClassSimt, cutlass::arch::Sm80,
+    cutlass::gemm::GemmShape<128, 128, 8>, cutlass::gemm::GemmShape<64, 64, 8>,
+    cutlass::gemm::GemmShape<1, 1, 1>, 4, cutlass::arch::OpMultiplyAdd>::ThreadblockMma;
+
+/* S_pad (lda x ldb, row-major) = A Bᵀ on the padded operands: grid (ldb / 128, lda / 128) */
+__global__ void __launch_bounds__(32 * CutlassMma::WarpCount::kCount)
+    gemm_cutlass(const float *a_t, int64_t lda, const float *b_t, int64_t ldb, int64_t k_pad,
+                 float *S_pad)
+{
+    using Mma = CutlassMma;
+    extern __shared__ __align__(16) unsigned char shared[];
+    typename Mma::SharedStorage &storage = *reinterpret_cast<typename Mma::SharedStorage *>(shared);
+    const int m0 = int(blockIdx.y) * 128, n0 = int(blockIdx.x) * 128;
+    const int thread = threadIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const typename Mma::IteratorA::Params params_a{cutlass::layout::ColumnMajor(int(lda))};
+    const typename Mma::IteratorB::Params params_b{cutlass::layout::RowMajor(int(ldb))};
+    typename Mma::IteratorA iterator_a(params_a, const_cast<float *>(a_t),
+                                       {int(lda), int(k_pad)}, thread, {m0, 0});
+    typename Mma::IteratorB iterator_b(params_b, const_cast<float *>(b_t),
+                                       {int(k_pad), int(ldb)}, thread, {0, n0});
+    Mma mma(storage, thread, warp, lane);
+    typename Mma::FragmentC acc;
+    acc.clear();
+    mma(int(k_pad / Mma::Shape::kK), acc, iterator_a, iterator_b, acc);
+    typename Mma::Operator::IteratorC iterator_c({S_pad, cutlass::layout::RowMajor(int(ldb))},
+                                                 lane);
+    iterator_c.add_tile_offset({int(blockIdx.y) * Mma::WarpCount::kM + warp % Mma::WarpCount::kM,
+                                int(blockIdx.x) * Mma::WarpCount::kN + warp / Mma::WarpCount::kM});
+    iterator_c.store(acc);
+}
+#endif
+
+// ----------------------------------------------------------------------------
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -197,6 +256,8 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&d_at, aT.size() * 4));
     CHECK(cudaMalloc(&d_bt, bT.size() * 4));
     CHECK(cudaMalloc(&d_s, size_t(M * N) * 4));
+    float *d_s_pad; /* version 10's output: whole tiles */
+    CHECK(cudaMalloc(&d_s_pad, size_t(lda * ldb) * 4));
     CHECK(cudaMemcpy(d_xq, xq.data(), xq.size() * 4, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(d_xg, xg.data(), xg.size() * 4, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(d_at, aT.data(), aT.size() * 4, cudaMemcpyHostToDevice));
@@ -220,6 +281,12 @@ int main(int argc, char **argv)
                                shared8x4));
     CHECK(cudaFuncSetAttribute(gemm_tiles<2, 2, 8, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                shared8x6));
+#if HAVE_CUTLASS
+    const int shared_cutlass = int(sizeof(typename CutlassMma::SharedStorage));
+    CHECK(cudaFuncSetAttribute(gemm_cutlass, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               shared_cutlass));
+    const dim3 tiles(unsigned(ldb / 128), unsigned(lda / 128));
+#endif
 #if HAVE_CUBLAS
     cublasHandle_t handle;
     cublasCreate(&handle);
@@ -252,9 +319,14 @@ int main(int argc, char **argv)
         } else if (version == 8) {
             gemm_tiles<2, 2, 8, 4><<<sms * 2, 128, shared8x4>>>(d_at, lda, d_bt, ldb, k_pad, M, N,
                                                                d_s);
-        } else {
+        } else if (version == 9) {
             gemm_tiles<2, 2, 8, 6><<<sms * 2, 128, shared8x6>>>(d_at, lda, d_bt, ldb, k_pad, M, N,
                                                                d_s);
+        } else {
+#if HAVE_CUTLASS
+            gemm_cutlass<<<tiles, 32 * CutlassMma::WarpCount::kCount, shared_cutlass>>>(
+                d_at, lda, d_bt, ldb, k_pad, d_s_pad);
+#endif
         }
         CHECK(cudaGetLastError());
     };
@@ -264,6 +336,8 @@ int main(int argc, char **argv)
     for (int version = 1; version <= kVersions; version++) {
         CHECK(cudaMemset(d_s, 0xff, size_t(M * N) * 4)); /* poison: NaN everywhere */
         run(version);
+        if (version == 10) /* the padded scores' first M rows and N columns */
+            CHECK(cudaMemcpy2D(d_s, N * 4, d_s_pad, ldb * 4, N * 4, M, cudaMemcpyDeviceToDevice));
         CHECK(cudaDeviceSynchronize());
         CHECK(cudaMemcpy(S.data(), d_s, S.size() * 4, cudaMemcpyDeviceToHost));
         int64_t bad = 0, unwritten = 0, first_bad = -1;
