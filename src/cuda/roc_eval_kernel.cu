@@ -820,10 +820,10 @@ struct roc_eval_cuda {
     Buffer<float> scaled_a, scaled_b;
 
     explicit roc_eval_cuda(const roc_source &s)
-        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena), lut(arena), gap_min(arena), top_key(arena),
-          block_top_key(arena), at(arena), gap(arena), top_count(arena), block_top_count(arena),
-          edges(arena), bins(arena), acc_keys(arena), acc_counts(arena), totals(arena),
-          scaled_a(arena), scaled_b(arena)
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
+          lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
+          top_count(arena), block_top_count(arena), edges(arena), bins(arena), acc_keys(arena),
+          acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
     }
 };
