@@ -13,7 +13,8 @@ histogram dtype. evaluate/roc_curve:
 every mode from a score matrix and from features, one set and two, partial
 tiles, shared-memory and global counters, pair_scores; the feature
 operands prepared a block at a time (EXT_ROC_OPERAND_KIB); ordered same-set
-pairs and a shard of a set's rows; lists of pairs (flat scores and listed
+pairs and a shard of a set's rows; the partitioned exact count (tens of
+thousands of levels from features, segments that fill); lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode); bad flags and indices.
 """
 
@@ -74,7 +75,31 @@ def evaluator_cases(generator, small):
                 ran += 1
         ran += shard_cases(labels, feats)
     return ran + block_cases(generator, ("exact", "binned", "curve")) + \
-        pair_list_cases(generator)
+        partition_cases(generator) + pair_list_cases(generator)
+
+
+def partition_cases(generator):
+    """Exact from features with two labels: ~30,000 genuine levels among as
+    many impostors, the partitioned count (four ranges), two sets and one; with
+    the default keys' buffer and with one of 1,024 keys, whose segments fill
+    (the keys past them counted directly)."""
+    labels_q = torch.randint(0, 2, (200,), device="cuda", generator=generator)
+    labels_g = torch.randint(0, 2, (300,), device="cuda", generator=generator)
+    feat_q = torch.randn(200, 16, device="cuda", generator=generator)
+    feat_g = torch.randn(300, 16, device="cuda", generator=generator)
+    ran = 0
+    os.environ["EXT_ROC_PARTITION_LEVELS"] = "0"  # by default from 2^20 levels
+    for kib in (None, "4"):
+        if kib:
+            os.environ["EXT_ROC_PARTITION_KIB"] = kib
+        try:
+            roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
+            roc.evaluate(labels_g, None, feat_q=feat_g, same_set=True)
+            ran += 2
+        finally:
+            os.environ.pop("EXT_ROC_PARTITION_KIB", None)
+    del os.environ["EXT_ROC_PARTITION_LEVELS"]
+    return ran
 
 
 def block_cases(generator, modes):
@@ -168,7 +193,8 @@ def pair_list_cases(generator):
 def race_cases(generator):
     """One call of each kernel that shares memory between threads (racecheck is
     slow): the legacy histogram, the score and feature passes with shared and
-    global counters, binned and exact, and the sorted count."""
+    global counters, binned and exact, the partitioned count and its drain, and
+    the sorted count."""
     labels_q = torch.randint(0, 40, (200,), device="cuda", generator=generator)
     labels_g = torch.randint(0, 40, (300,), device="cuda", generator=generator)
     feat_q = torch.randn(200, 16, device="cuda", generator=generator)
@@ -187,7 +213,7 @@ def race_cases(generator):
         roc.evaluate(one_q, one_g, **source)
     genuine = torch.rand(40_000, device="cuda", generator=generator) < 0.5
     roc.evaluate_pairs(genuine, torch.randn(40_000, device="cuda", generator=generator))
-    return ran + 3 + block_cases(generator, ("exact",))
+    return ran + 3 + block_cases(generator, ("exact",)) + partition_cases(generator)
 
 
 def main():

@@ -668,6 +668,54 @@ def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("features", ["integer dot", "normal cosine", "outliers"])
+@pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
+def test_gpu_partitioned_count(rng, monkeypatch, features, source):
+    """Tens of thousands of genuine levels from features: the partitioned
+    exact count (roc_count.cuh). Each call runs twice: with the default keys'
+    buffer, then with one of 16,384 keys, so launches are a tile a block and
+    segments fill (the keys past them are counted directly). Integer features
+    scored by dot products put many impostors exactly on a level; normal ones
+    spread the levels among the impostors; "outliers" keeps every genuine score
+    high but a few, so the impostors above the lowest level crowd one range."""
+    n_ids, per_id = (5000, 4) if source == "features" else (3000, 4)
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)
+    dim = 3 if features == "integer dot" else 16
+    if features == "integer dot":
+        feat_q = rng.integers(-120, 121, (n_ids, dim)).astype(np.float32)
+        feat_g = rng.integers(-120, 121, (n_ids * per_id, dim)).astype(np.float32)
+        kwargs = dict(similarity="dot")
+    else:
+        feat_q = rng.normal(size=(n_ids, dim)).astype(np.float32)
+        feat_g = rng.normal(size=(n_ids * per_id, dim)).astype(np.float32)
+        kwargs = dict(similarity="cosine")
+    if features == "outliers":
+        feat_g = feat_q[labels_g] + 0.3 * feat_g
+        feat_g[rng.choice(len(feat_g), 10, replace=False)] = rng.normal(size=(10, dim))
+        feat_q = feat_q[labels_q]
+    if source == "features":
+        kwargs.update(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
+    else:
+        kwargs.update(labels_q=labels_g, labels_g=None, feat_q=feat_g, same_set=source)
+    cpu = roc.evaluate(**kwargs)
+    assert len(cpu.counts["genuine_scores"]) > 2 * 8192 or \
+        (features == "integer dot" and len(cpu.counts["genuine_scores"]) > 8192)
+    moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+             for k, v in kwargs.items()}
+    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # by default from 2^20 levels
+    for buffer_kib in (None, "64"):
+        if buffer_kib:
+            monkeypatch.setenv("EXT_ROC_PARTITION_KIB", buffer_kib)
+        gpu = roc.evaluate(**moved)
+        for name, value in cpu.counts.items():
+            np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+        np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+        assert (gpu.n_genuine, gpu.n_impostor, gpu.auc) == (cpu.n_genuine, cpu.n_impostor,
+                                                            cpu.auc)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("features", ["integer dot", "normal cosine"])
 @pytest.mark.parametrize("mode", ["exact", "binned"])
 def test_gpu_more_levels_than_shared_counters(rng, features, mode):

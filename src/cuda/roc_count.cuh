@@ -11,21 +11,66 @@
  * Where the levels lie among the impostors, each pair needs its own lookup:
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
- * few (ncu: the hard case's count was issue-bound, not atomic-bound).
+ * few.
+ *
+ * Where the levels do not fit a block's shared counters, the feature pass
+ * counts exactly by partition (kPartitioned): a pair above the lowest level is
+ * not counted where it is scored but sorted, a half tile at a time, by its
+ * range of consecutive levels, and written to that range's segment of a
+ * device buffer; roc_eval_kernel.cu's drain counts each range's keys in shared
+ * memory. Two scattered atomics a pair had made the hard count L2-bound (ncu:
+ * 77% L2 throughput, dev/NOTES.md). A key whose segment is full is counted
+ * directly, the old way, so the counts stay exact however the keys fall.
  */
 #ifndef ROC_COUNT_CUH
 #define ROC_COUNT_CUH
 
 #include <stdint.h>
 
+#include <cub/cub.cuh>
+
 #include "../roc.h"
 #include "../roc_math.h"
 
 namespace roc_count {
 
-enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3 };
+enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4 };
 
 constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest */
+
+/* Partitioned exact counting: a range holds kRangeLevels consecutive levels
+ * (the last fewer), whose counters fill a drain block's shared memory; the
+ * pass keeps the ranges' lowest levels and an index of kRangeBuckets buckets
+ * from a key to its range in shared memory, and partitions kHalfTilePairs
+ * pairs at once with a block of kPartitionThreads (the feature pass's). */
+constexpr int kRangeLevels = 8192;
+constexpr int kMaxRanges = 1024;
+constexpr int kRangeBuckets = 2048;
+constexpr int kHalfTilePairs = 64 * 128;
+constexpr int kPartitionThreads = 128;
+constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
+
+/* The ranges, and the device buffer their keys wait in until the drain. */
+struct RangePartition {
+    int n_ranges;
+    int64_t range_levels; /* kRangeLevels: range r holds levels r * range_levels .. */
+    /* bucket b of the index holds keys base + (b << shift) ..; index[b] is the
+     * range of its first key, with kAmbiguous where another range starts
+     * inside it; index[n_buckets] is the last range */
+    uint32_t base;
+    int shift;
+    const uint32_t *starts; /* each range's lowest level */
+    const uint16_t *index;  /* kRangeBuckets + 1 entries */
+    /* range r's segment, offset[r] .. + capacity[r], in one part for each of
+     * n_blocks blocks of a launch, capacity[r] / n_blocks keys from offset[r] +
+     * b (capacity[r] / n_blocks) for block b, so that a block reserves its
+     * space in shared memory */
+    uint32_t *keys;
+    const uint32_t *offset, *capacity;
+    int n_blocks;
+    uint32_t *block_used; /* [b * n_ranges + r]: keys block b's part of range r holds */
+    uint32_t *reserved;   /* keys asked of each segment since the last drain */
+};
 
 // ----------------------------------------------------------------------------
 // what a counting pass needs (by value, as a kernel argument)
@@ -52,6 +97,10 @@ struct PassParams {
     /* curve: one key per pair of the rows; store: one score per pair */
     uint32_t *keys;
     float *scores;
+    /* partitioned exact */
+    RangePartition part;
+    /* feature pass: the tiles of its operands this launch walks */
+    int64_t tile_begin, tile_end;
     /* every mode */
     unsigned long long *totals; /* pairs, NaN pairs */
     uint32_t *block_top_key;
@@ -77,6 +126,9 @@ inline size_t counter_bytes(int mode, const PassParams &p)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
     if (mode == kBinned && p.shared_bins)
         return size_t(p.n_bins + 2) * sizeof(uint32_t) + size_t(p.n_bins + 1) * sizeof(float);
+    if (mode == kPartitioned) /* starts, fill, used, base; the sorted keys; the index */
+        return size_t(4 * kMaxRanges + kHalfTilePairs) * sizeof(uint32_t) +
+               size_t(kRangeBuckets + 2) * sizeof(uint16_t);
     return 0;
 }
 
@@ -88,10 +140,12 @@ template <int kMode> class Counter {
     __device__ Counter(const PassParams &p, uint32_t *shared)
         : p_(p), shared_(shared)
     {
-        if (kMode == kExact && p.n_levels > 0) {
+        if (kCountsLevels && p.n_levels > 0) {
             lowest_ = __ldg(p.levels);
             highest_ = __ldg(p.levels + p.n_levels - 1);
         }
+        if (kMode == kPartitioned)
+            run_gap_ = 0; /* the only gap counted here: below every level */
     }
 
     __device__ void begin_block()
@@ -107,6 +161,14 @@ template <int kMode> class Counter {
                 shared_[b] = 0;
             for (int64_t b = threadIdx.x; b <= p_.n_bins; b += blockDim.x)
                 edges[b] = p_.edges[b];
+        } else if (kMode == kPartitioned) {
+            for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x) {
+                starts()[r] = r < p_.part.n_ranges ? p_.part.starts[r] : 0xffffffffu;
+                fill()[r] = 0;
+                used()[r] = 0;
+            }
+            for (int b = threadIdx.x; b <= kRangeBuckets; b += blockDim.x)
+                range_index()[b] = p_.part.index[b];
         }
         __syncthreads();
     }
@@ -221,12 +283,154 @@ template <int kMode> class Counter {
         }
     }
 
+    /* Partitioned exact, the pairs of a half tile in three sweeps:
+     * classify (every pair as pair() would, but a pair above the lowest level
+     * only counted into its range's histogram), then, where any were above,
+     * reserve_segments, scatter (the keys sorted by range into shared memory)
+     * and write_segments. Every thread calls each; the sweeps see the same
+     * pairs. */
+    template <int kN>
+    __device__ __forceinline__ void classify(const float (&s)[kN], const bool (&use)[kN])
+    {
+        uint32_t key[kN];
+        bool above[kN];
+        int range[kN];
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            const bool nan = isnan(s[u]);
+            n_pairs_ += use[u];
+            n_nan_ += use[u] && nan;
+            key[u] = roc_score_key(s[u]);
+            above[u] = use[u] && !nan && key[u] >= lowest_;
+            if (use[u] && !nan) {
+                see_top(key[u]);
+                if (!above[u]) {
+                    run_count_++;
+                    run_min_ = min(run_min_, key[u]);
+                }
+            }
+        }
+        /* the lookups of all kN first, so that their reads are in flight together */
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            range[u] = above[u] ? range_of(key[u]) : 0;
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            if (above[u]) {
+                atomicAdd(&fill()[range[u]], 1u);
+                any_above_ = true;
+            }
+    }
+
+    /* After classify: false where no pair was above the lowest level. Else
+     * each range's place among the sorted keys (an exclusive scan of the
+     * histogram) and its room in the block's part of the range's segment,
+     * reserved in shared memory (a global atomic a range and half tile, on
+     * the same few hundred counters from every block, cost the hard pass a
+     * third more). fill[r] then holds the range's first sorted slot, and in
+     * its top 16 bits the slot where the keys that still fit end. */
+    __device__ bool reserve_segments()
+    {
+        if (!__syncthreads_or(any_above_))
+            return false;
+        any_above_ = false;
+        using Scan = cub::BlockScan<uint32_t, kPartitionThreads>;
+        __shared__ typename Scan::TempStorage scan;
+        constexpr int kPer = kMaxRanges / kPartitionThreads;
+        uint32_t count[kPer], first[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; i++)
+            count[i] = fill()[threadIdx.x * kPer + i];
+        Scan(scan).ExclusiveSum(count, first, n_above_);
+        const uint32_t part = blockIdx.x;
+#pragma unroll
+        for (int i = 0; i < kPer; i++) {
+            const int r = threadIdx.x * kPer + i;
+            uint32_t fits = 0;
+            if (count[i]) {
+                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
+                const uint32_t taken = used()[r];
+                used()[r] = taken + count[i];
+                fits = room > taken ? min(room - taken, count[i]) : 0u;
+                /* sorted key t of the range goes to keys[segment_base[r] + t] (mod 2^32) */
+                segment_base()[r] = p_.part.offset[r] + part * room + taken - first[i];
+            }
+            fill()[r] = first[i] | (first[i] + fits) << 16;
+        }
+        __syncthreads();
+        return true;
+    }
+
+    template <int kN>
+    __device__ __forceinline__ void scatter(const float (&s)[kN], const bool (&use)[kN])
+    {
+        uint32_t key[kN], slot[kN];
+        bool above[kN];
+        int range[kN];
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            key[u] = roc_score_key(s[u]);
+            above[u] = use[u] && !isnan(s[u]) && key[u] >= lowest_;
+            range[u] = above[u] ? range_of(key[u]) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            slot[u] = above[u] ? atomicAdd(&fill()[range[u]], 1u) & 0xffffu : 0u;
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            if (above[u])
+                sorted()[slot[u]] = key[u];
+    }
+
+    /* After scatter and a barrier: the sorted keys to their segments, those
+     * past a full segment's end counted directly, kWrite a thread at once; the
+     * histogram zeroed for the next half tile. */
+    __device__ void write_segments()
+    {
+        constexpr int kWrite = 4;
+        for (uint32_t t0 = threadIdx.x; t0 < n_above_; t0 += kWrite * kPartitionThreads) {
+            uint32_t key[kWrite];
+            int range[kWrite];
+#pragma unroll
+            for (int u = 0; u < kWrite; u++) {
+                const uint32_t t = t0 + u * kPartitionThreads;
+                key[u] = t < n_above_ ? sorted()[t] : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < kWrite; u++)
+                range[u] = range_of(max(key[u], lowest_));
+#pragma unroll
+            for (int u = 0; u < kWrite; u++) {
+                const uint32_t t = t0 + u * kPartitionThreads;
+                if (t >= n_above_)
+                    break;
+                if (t < fill()[range[u]] >> 16)
+                    p_.part.keys[uint32_t(segment_base()[range[u]] + t)] = key[u];
+                else
+                    count_directly(key[u]);
+            }
+        }
+        __syncthreads(); /* every thread's limits read */
+        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x)
+            fill()[r] = 0;
+    }
+
     __device__ void end_block()
     {
         if (kMode == kStore)
             return;
-        if (kMode == kExact)
+        if (kCountsLevels)
             flush_run();
+        if (kMode == kPartitioned) { /* what the block's parts hold, and asked for */
+            __syncthreads();
+            for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
+                const uint32_t n = used()[r];
+                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
+                p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = min(n, room);
+                if (n)
+                    atomicAdd(&p_.part.reserved[r], n);
+            }
+        }
         reduce_totals();
         __syncthreads();
         if (kMode == kExact && p_.shared_gaps) {
@@ -243,6 +447,58 @@ template <int kMode> class Counter {
     }
 
   private:
+    static constexpr bool kCountsLevels = kMode == kExact || kMode == kPartitioned;
+
+    /* kPartitioned's shared memory (counter_bytes) */
+    __device__ uint32_t *starts() const { return shared_; }
+    __device__ uint32_t *fill() const { return shared_ + kMaxRanges; }
+    __device__ uint32_t *used() const { return shared_ + 2 * kMaxRanges; }
+    __device__ uint32_t *segment_base() const { return shared_ + 3 * kMaxRanges; }
+    __device__ uint32_t *sorted() const { return shared_ + 4 * kMaxRanges; }
+    __device__ uint16_t *range_index() const
+    {
+        return reinterpret_cast<uint16_t *>(shared_ + 4 * kMaxRanges + kHalfTilePairs);
+    }
+
+    /* The range of a key at or above the lowest level. Its bucket's entry is
+     * the range of the bucket's first key, kAmbiguous set where a range
+     * starts inside the bucket: then the last range between that one and the
+     * next bucket's whose lowest level is at or below the key. */
+    __device__ __forceinline__ int range_of(uint32_t key) const
+    {
+        if (key > highest_)
+            return p_.part.n_ranges - 1;
+        const uint32_t bucket = (key - p_.part.base) >> p_.part.shift;
+        const int entry = range_index()[bucket];
+        if (!(entry & kAmbiguous))
+            return entry;
+        int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (starts()[mid] <= key)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        return lo;
+    }
+
+    /* A key at or above the lowest level whose segment is full: into the
+     * global counters, as exact mode counts with global counters. */
+    __device__ void count_directly(uint32_t key) const
+    {
+        int at = 0;
+        const int64_t g = key > highest_ ? p_.n_levels
+                                         : roc_find_level(p_.levels, p_.lut, p_.lut_base,
+                                                          p_.lut_shift, key, &at);
+        if (at) {
+            atomicAdd(&p_.at[g], 1ull);
+        } else {
+            atomicAdd(&p_.gap[g], 1ull);
+            atomicMin(&p_.gap_min[g], key);
+        }
+    }
+
     /* The highest key and its count (top_key_ starts at 0, the lowest key):
      * one compare for nearly every pair, which lies below the top so far. */
     __device__ __forceinline__ void see_top(uint32_t key)
@@ -346,7 +602,7 @@ template <int kMode> class Counter {
     {
         if (run_count_ == 0)
             return;
-        if (p_.shared_gaps) {
+        if (kMode == kExact && p_.shared_gaps) {
             atomicAdd(&shared_[run_gap_], run_count_);
             atomicMin(&shared_[p_.n_levels + 1 + run_gap_], run_min_);
         } else {
@@ -388,7 +644,12 @@ template <int kMode> class Counter {
             }
             atomicAdd(&p_.totals[0], pairs);
             atomicAdd(&p_.totals[1], nan);
-            if (kMode == kExact) {
+            if (kCountsLevels) {
+                /* a later launch of one pass (roc_eval_kernel.cu's launch_pass)
+                 * adds to what the block's slot holds from the earlier ones */
+                if (p_.tile_begin > 0)
+                    merge_top(key, count, p_.block_top_key[blockIdx.x],
+                              p_.block_top_count[blockIdx.x]);
                 p_.block_top_key[blockIdx.x] = key;
                 p_.block_top_count[blockIdx.x] = count;
             }
@@ -416,6 +677,10 @@ template <int kMode> class Counter {
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
+    /* kPartitioned: whether this thread's half tile had a pair above the
+     * lowest level; how many the block's had */
+    bool any_above_ = false;
+    uint32_t n_above_ = 0;
 };
 
 

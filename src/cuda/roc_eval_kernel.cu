@@ -128,6 +128,17 @@ struct Operands {
     int64_t m_base, n_begin, n_end;
 };
 
+/* The feature pass's tiles over rows [p.row_begin, p.row_end) of `op`: tiles_m
+ * rows of tiles (from the one holding row_begin) by tiles_n columns. */
+__host__ __device__ inline int64_t feature_tiles(const Operands &op, const PassParams &p,
+                                                 int64_t *tiles_m, int64_t *tiles_n)
+{
+    const int64_t first_row = p.row_begin / roc_gemm::kBM * roc_gemm::kBM;
+    *tiles_m = (p.row_end - first_row + roc_gemm::kBM - 1) / roc_gemm::kBM;
+    *tiles_n = (op.n_end - op.n_begin + roc_gemm::kBN - 1) / roc_gemm::kBN;
+    return *tiles_m * *tiles_n;
+}
+
 /*
  * Scores from features, one 128 x 128 tile at a time (FeatureTile::product),
  * counted without being stored. Persistent blocks walk the tiles of rows
@@ -139,16 +150,16 @@ template <int kMode>
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     feature_pass_kernel(const Operands op, const PassParams p)
 {
+    static_assert(FeatureTile::kThreads == kPartitionThreads, "the partition's block");
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
     Counter<kMode> counter(p, reinterpret_cast<uint32_t *>(shared_bytes +
                                                            sizeof(FeatureTile::Shared)));
     counter.begin_block();
     const int64_t first_tile = p.row_begin / roc_gemm::kBM;
-    const int64_t tiles_m = (p.row_end - first_tile * roc_gemm::kBM + roc_gemm::kBM - 1) /
-                            roc_gemm::kBM;
-    const int64_t tiles_n = (op.n_end - op.n_begin + roc_gemm::kBN - 1) / roc_gemm::kBN;
-    for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
+    int64_t tiles_m, tiles_n;
+    feature_tiles(op, p, &tiles_m, &tiles_n);
+    for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
         const int64_t group = t / (kGroupRows * tiles_n);
         const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
         const int64_t in_group = t - group * kGroupRows * tiles_n;
@@ -184,28 +195,207 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
             /* kPairsPerStep pairs a step, their scores read first, so a thread has
              * several pairs in flight rather than one chain of dependent steps */
             constexpr int kStep = FeatureTile::kThreads;
-            static_assert(64 * roc_gemm::kBN % (kPairsPerStep * kStep) == 0,
+            static_assert(kHalfTilePairs % (kPairsPerStep * kStep) == 0,
                           "every step's pairs inside the staged half tile");
-            for (int e = threadIdx.x; e < 64 * roc_gemm::kBN; e += kPairsPerStep * kStep) {
-                float v[kPairsPerStep];
+            auto sweep = [&](auto &&count) {
+                for (int e = threadIdx.x; e < kHalfTilePairs; e += kPairsPerStep * kStep) {
+                    float v[kPairsPerStep];
 #pragma unroll
-                for (int u = 0; u < kPairsPerStep; u++)
-                    v[u] = staged[(e + u * kStep) / roc_gemm::kBN][(e + u * kStep) % roc_gemm::kBN];
-                int64_t row[kPairsPerStep], col[kPairsPerStep];
-                bool use[kPairsPerStep];
+                    for (int u = 0; u < kPairsPerStep; u++)
+                        v[u] = staged[(e + u * kStep) / roc_gemm::kBN]
+                                     [(e + u * kStep) % roc_gemm::kBN];
+                    int64_t row[kPairsPerStep], col[kPairsPerStep];
+                    bool use[kPairsPerStep];
 #pragma unroll
-                for (int u = 0; u < kPairsPerStep; u++) {
-                    row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
-                    col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
-                    use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
-                                       col[u] < op.n_end && counted(p, row[u], col[u]));
+                    for (int u = 0; u < kPairsPerStep; u++) {
+                        row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
+                        col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
+                        use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
+                                           col[u] < op.n_end && counted(p, row[u], col[u]));
+                    }
+                    count(row, col, v, use);
                 }
-                counter.pairs(row, col, v, use);
+            };
+            if constexpr (kMode == kPartitioned) {
+                sweep([&](auto &, auto &, auto &v, auto &use) { counter.classify(v, use); });
+                if (counter.reserve_segments()) {
+                    sweep([&](auto &, auto &, auto &v, auto &use) { counter.scatter(v, use); });
+                    __syncthreads();
+                    counter.write_segments();
+                }
+            } else {
+                sweep([&](auto &row, auto &col, auto &v, auto &use) {
+                    counter.pairs(row, col, v, use);
+                });
             }
             __syncthreads();
         }
     }
     counter.end_block();
+}
+
+/*
+ * Partitioned exact counting (roc_count.cuh): the drain counts the keys the
+ * pass left in each range's segment. A block takes the parts of one range's
+ * segment that a slice of the pass's blocks filled, and holds the range's
+ * levels, a count and a lowest key for each of its gaps, and an index of
+ * kDrainBuckets buckets over its levels in shared memory; a key's gap is then a bucket and a step or two of bisection, and
+ * its count a shared atomic. The block adds its counters into the global ones
+ * at its end.
+ */
+constexpr int kDrainThreads = 512;
+constexpr int kDrainBucketBits = 12;
+constexpr int kDrainBuckets = 1 << kDrainBucketBits;
+constexpr size_t kDrainShared =
+    3 * kRangeLevels * sizeof(uint32_t) + (kDrainBuckets + 2) * sizeof(uint16_t);
+
+struct DrainParams {
+    const uint32_t *levels;
+    int64_t n_levels, range_levels;
+    const uint32_t *keys, *offset, *capacity, *block_used;
+    int n_ranges, n_blocks;
+    unsigned long long *at, *gap;
+    uint32_t *gap_min;
+};
+
+__global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainParams d)
+{
+    extern __shared__ uint32_t drain_shared[];
+    uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels,
+             *lowest = drain_shared + 2 * kRangeLevels;
+    uint16_t *index = reinterpret_cast<uint16_t *>(drain_shared + 3 * kRangeLevels);
+    /* this block's slice of range r: the parts of pass blocks [b0, b1) */
+    const int r = blockIdx.y;
+    const int b0 = d.n_blocks * blockIdx.x / gridDim.x;
+    const int b1 = d.n_blocks * (blockIdx.x + 1) / gridDim.x;
+    bool any = false;
+    for (int b = b0 + threadIdx.x; b < b1; b += blockDim.x)
+        any = any || d.block_used[size_t(b) * d.n_ranges + r] > 0;
+    if (!__syncthreads_or(any))
+        return;
+    const int64_t first = int64_t(r) * d.range_levels;
+    const int n_range = int(min(d.range_levels, d.n_levels - first));
+    for (int i = threadIdx.x; i < n_range; i += blockDim.x) {
+        level[i] = d.levels[first + i];
+        count[i] = 0;
+        lowest[i] = 0xffffffffu;
+    }
+    __syncthreads();
+    /* bucket b holds keys lo + (b << shift) ..; index[b] is the first level at
+     * or above its first key */
+    const uint32_t lo = level[0], hi = level[n_range - 1];
+    const int shift = max(0, 32 - __clz(int(hi - lo)) - kDrainBucketBits);
+    const int n_buckets = int((hi - lo) >> shift) + 1;
+    for (int b = threadIdx.x; b <= n_buckets; b += blockDim.x) {
+        int a = b < n_buckets ? 0 : n_range, z = n_range;
+        const uint32_t start = lo + (uint32_t(b) << shift);
+        while (a < z) {
+            const int mid = (a + z) / 2;
+            if (level[mid] < start)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        index[b] = uint16_t(a);
+    }
+    __syncthreads();
+    /* every key is at or above the range's lowest level: a key equal to none
+     * lies in gap i (after level i - 1), i >= 1. kKeys keys a thread at once,
+     * each step of their lookups side by side (ncu: one at a time, the warps
+     * waited 17 cycles an instruction). */
+    constexpr int kKeys = 4;
+    const uint32_t room = d.capacity[r] / uint32_t(d.n_blocks);
+    for (int b = b0; b < b1; b++) {
+        const uint32_t *keys = d.keys + d.offset[r] + size_t(b) * room;
+        const int64_t end = d.block_used[size_t(b) * d.n_ranges + r];
+        for (int64_t t0 = threadIdx.x; t0 < end; t0 += kKeys * blockDim.x) {
+            uint32_t key[kKeys];
+            int a[kKeys], z[kKeys];
+#pragma unroll
+            for (int u = 0; u < kKeys; u++) {
+                const int64_t t = t0 + int64_t(u) * blockDim.x;
+                key[u] = t < end ? keys[t] : lo;
+            }
+#pragma unroll
+            for (int u = 0; u < kKeys; u++) {
+                a[u] = z[u] = n_range;
+                if (key[u] <= hi && t0 + int64_t(u) * blockDim.x < end) {
+                    const uint32_t bucket = (key[u] - lo) >> shift;
+                    a[u] = index[bucket];
+                    z[u] = index[bucket + 1];
+                }
+            }
+            for (bool more = true; more;) {
+                more = false;
+#pragma unroll
+                for (int u = 0; u < kKeys; u++)
+                    if (a[u] < z[u]) {
+                        const int mid = (a[u] + z[u]) / 2;
+                        if (level[mid] < key[u])
+                            a[u] = mid + 1;
+                        else
+                            z[u] = mid;
+                        more = more || a[u] < z[u];
+                    }
+            }
+#pragma unroll
+            for (int u = 0; u < kKeys; u++) {
+                if (t0 + int64_t(u) * blockDim.x >= end)
+                    break;
+                const int i = a[u];
+                if (i < n_range && level[i] == key[u]) { /* rare: an impostor on a level */
+                    atomicAdd(&d.at[first + i], 1ull);
+                } else {
+                    atomicAdd(&count[i - 1], 1u);
+                    atomicMin(&lowest[i - 1], key[u]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < n_range; j += blockDim.x)
+        if (count[j]) {
+            atomicAdd(&d.gap[first + j + 1], (unsigned long long)count[j]);
+            atomicMin(&d.gap_min[first + j + 1], lowest[j]);
+        }
+}
+
+/* The segments for the next launch: `total` keys shared in proportion to what
+ * each range asked for since the last drain, plus a quarter of an even share
+ * (so every range keeps room, and after no demand at all the shares are
+ * even); the demand zeroed. */
+__global__ void __launch_bounds__(kMaxRanges)
+    segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset, int n_ranges,
+                   int64_t total)
+{
+    using Reduce = cub::BlockReduce<unsigned long long, kMaxRanges>;
+    using Scan = cub::BlockScan<unsigned long long, kMaxRanges>;
+    __shared__ union {
+        typename Reduce::TempStorage reduce;
+        typename Scan::TempStorage scan;
+    } temp;
+    __shared__ unsigned long long sum;
+    const int r = threadIdx.x;
+    const unsigned long long demand = r < n_ranges ? reserved[r] : 0;
+    const unsigned long long all = Reduce(temp.reduce).Sum(demand);
+    if (r == 0)
+        sum = all;
+    __syncthreads();
+    const unsigned long long weight = r < n_ranges ? demand + sum / (4 * n_ranges) + 1 : 0;
+    __syncthreads();
+    const unsigned long long weights = Reduce(temp.reduce).Sum(weight);
+    if (r == 0)
+        sum = weights;
+    __syncthreads();
+    const unsigned long long share = weight * (unsigned long long)total / sum;
+    __syncthreads();
+    unsigned long long start = 0;
+    Scan(temp.scan).ExclusiveSum(share, start);
+    if (r < n_ranges) {
+        capacity[r] = uint32_t(share);
+        offset[r] = uint32_t(start);
+        reserved[r] = 0;
+    }
 }
 
 /* Merges the blocks' top keys into the running (key, count). */
@@ -666,9 +856,11 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * chunks of columns and the queries in blocks of rows, each prepared (scaled,
  * k-major) when a pass needs it; a gallery of one chunk is prepared once. With
  * whole copies of both, the IFRT size (1M x 2.6M, D = 512) took 7.0 GiB
- * beyond its inputs. EXT_ROC_OPERAND_KIB, where set, replaces the gallery's
- * (the queries get half): less memory, more preparation. */
-constexpr size_t kGalleryChunkBytes = size_t(512) << 20;
+ * beyond its inputs; 256 MiB chunks leave room for the partitioned count's
+ * buffer within ~1 GiB, and preparing the gallery again at every step stays
+ * ~1% of the pass either way. EXT_ROC_OPERAND_KIB, where set, replaces the
+ * gallery's (the queries get half): less memory, more preparation. */
+constexpr size_t kGalleryChunkBytes = size_t(256) << 20;
 
 size_t gallery_chunk_bytes()
 {
@@ -803,6 +995,14 @@ struct roc_eval_cuda {
     Buffer<unsigned long long> at, gap, top_count, block_top_count;
     uint32_t lut_base = 0;
     int lut_shift = 0;
+    /* exact from features with more levels than a block's shared counters:
+     * the ranges the pass partitions keys by, and the keys' buffer
+     * (roc_count.cuh); part.n_ranges = 0 where not */
+    RangePartition part{};
+    Buffer<uint32_t> range_starts, range_keys, range_offset, range_capacity, range_block_used,
+        range_reserved;
+    Buffer<uint16_t> range_index;
+    int64_t range_keys_total = 0;
     /* binned */
     Buffer<float> edges;
     Buffer<unsigned long long> bins;
@@ -822,7 +1022,10 @@ struct roc_eval_cuda {
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
-          top_count(arena), block_top_count(arena), edges(arena), bins(arena), acc_keys(arena),
+          top_count(arena), block_top_count(arena), range_starts(arena), range_keys(arena),
+          range_offset(arena), range_capacity(arena), range_block_used(arena),
+          range_reserved(arena), range_index(arena),
+          edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
     }
@@ -1001,7 +1204,9 @@ cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t 
     return cudaSuccess;
 }
 
-PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
+/* Bytes of private counters a block of the evaluator's pass may keep in
+ * shared memory. */
+size_t counters_max(const roc_eval_cuda *ev)
 {
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->src.device) !=
@@ -1011,8 +1216,38 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     const size_t tiles = features ? sizeof(FeatureTile::Shared) : 0;
     const size_t room = size_t(optin) > tiles + kStaticSharedMargin
                             ? size_t(optin) - tiles - kStaticSharedMargin : 0;
-    const size_t counters_max =
-        std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
+    return std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
+}
+
+/* Levels from which exact mode counts the feature pass's pairs by partition:
+ * below, the global gap counters stay in L2 and the direct count measured as
+ * fast or faster (10,000 x 2.6M hard, 40,000 levels: 1255 ms direct, 1280-1500
+ * ms partitioned; dev/NOTES.md). EXT_ROC_PARTITION_LEVELS, where set,
+ * replaces it (the tests make it 0). */
+int64_t partition_levels()
+{
+    const char *levels = getenv("EXT_ROC_PARTITION_LEVELS");
+    return levels ? atoll(levels) : kSortedLevels;
+}
+
+/* Whether exact mode counts the feature pass's pairs by partition: features
+ * (not a score matrix or list), more levels than the shared counters hold and
+ * than partition_levels(), no more than the ranges hold, and room for the
+ * partition's shared memory. */
+bool partitioned(const roc_eval_cuda *ev, int64_t n_levels)
+{
+    const roc_source &s = ev->src;
+    PassParams probe{};
+    return s.mode == kExact && !s.list && s.score == nullptr &&
+           size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
+           n_levels > partition_levels() &&
+           n_levels <= int64_t(kMaxRanges) * kRangeLevels &&
+           counter_bytes(kPartitioned, probe) <= counters_max(ev);
+}
+
+PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
+{
+    const size_t counters = counters_max(ev);
     PassParams p{};
     p.n_gallery = ev->src.n_gallery;
     p.row_begin = row_begin;
@@ -1027,13 +1262,14 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.at = ev->at.get();
     p.gap = ev->gap.get();
     p.gap_min = ev->gap_min.get();
-    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters_max;
+    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters;
+    p.part = ev->part;
     p.edges = ev->edges.get();
     p.n_bins = ev->n_bins;
     p.lo32 = ev->lo32;
     p.scale32 = ev->scale32;
     p.bins = ev->bins.get();
-    p.shared_bins = size_t(ev->n_bins + 2) * 4 + size_t(ev->n_bins + 1) * 4 <= counters_max;
+    p.shared_bins = size_t(ev->n_bins + 2) * 4 + size_t(ev->n_bins + 1) * 4 <= counters;
     p.keys = keys;
     p.totals = ev->totals.get();
     p.block_top_key = ev->block_top_key.get();
@@ -1041,10 +1277,37 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     return p;
 }
 
+/* Partitioned exact: the keys the last launch left in the ranges' segments
+ * counted (drain_kernel), and the segments resized for the next. */
+cudaError_t drain_ranges(roc_eval_cuda *ev)
+{
+    cudaStream_t stream = ev->arena.stream();
+    const int n_ranges = ev->part.n_ranges;
+    /* about four blocks a multiprocessor in all: two waves */
+    const int slices = std::min(ev->part.n_blocks,
+                                std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges));
+    const DrainParams d{ev->levels.get(),         ev->n_levels,
+                        ev->part.range_levels,    ev->range_keys.get(),
+                        ev->range_offset.get(),   ev->range_capacity.get(),
+                        ev->range_block_used.get(), n_ranges,
+                        ev->part.n_blocks,        ev->at.get(),
+                        ev->gap.get(),            ev->gap_min.get()};
+    drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads, kDrainShared,
+                   stream>>>(d);
+    EXT_CUDA_TRY(cudaGetLastError());
+    segment_kernel<<<1, kMaxRanges, 0, stream>>>(ev->range_reserved.get(),
+                                                 ev->range_capacity.get(),
+                                                 ev->range_offset.get(), n_ranges,
+                                                 ev->range_keys_total);
+    return cudaGetLastError();
+}
+
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
  * p.row_end) of the score matrix or of the features' operands `op`, or over
  * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
- * pairs). */
+ * pairs). A partitioned pass goes in launches of at most half the keys'
+ * buffer in pairs, whole tiles for every block, each drained after it; the
+ * blocks' top keys are merged once, after the last. */
 template <int kMode>
 cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
                         const Operands *op)
@@ -1055,30 +1318,57 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p) + (features ? sizeof(FeatureTile::Shared) : 0);
     const int threads = features ? FeatureTile::kThreads : kThreads;
-    const void *func = features ? reinterpret_cast<const void *>(feature_pass_kernel<kMode>)
-                       : listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
-                                : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+    const void *func = reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
+    if constexpr (kMode != kPartitioned) {
+        if (!features)
+            func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
+                          : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+    }
     /* set even below 48 KB: the kernels' static shared memory counts too */
     EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(shared)));
     int per_sm = 0;
     EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
-    if (features)
-        feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, p);
-    else if (listed)
-        list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
-    else
-        score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
-            s.list ? s.score + list_begin : s.score, p);
-    EXT_CUDA_TRY(cudaGetLastError());
-    if (kMode == kExact) {
+    auto merge_top = [&]() {
+        if (kMode != kExact && kMode != kPartitioned)
+            return cudaSuccess;
         merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(),
                                               ev->block_top_count.get(), blocks,
                                               ev->top_key.get(), ev->top_count.get());
+        return cudaGetLastError();
+    };
+    if (features) {
+        int64_t tiles_m, tiles_n;
+        const int64_t tiles = feature_tiles(*op, p, &tiles_m, &tiles_n);
+        int64_t step = tiles;
+        if (kMode == kPartitioned)
+            step = std::max<int64_t>(1, ev->range_keys_total / 2 /
+                                            (roc_gemm::kBM * roc_gemm::kBN) / blocks) *
+                   blocks;
+        if (kMode == kPartitioned) /* the blocks' parts of the segments (roc_count.cuh) */
+            ev->part.n_blocks = blocks;
+        for (int64_t t = 0; t < tiles; t += step) {
+            PassParams q = p;
+            q.part.n_blocks = blocks;
+            q.tile_begin = t;
+            q.tile_end = std::min(t + step, tiles);
+            feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q);
+            EXT_CUDA_TRY(cudaGetLastError());
+            if (kMode == kPartitioned)
+                EXT_CUDA_TRY(drain_ranges(ev));
+        }
+        return merge_top();
+    }
+    if constexpr (kMode != kPartitioned) {
+        if (listed)
+            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
+        else
+            score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
+                s.list ? s.score + list_begin : s.score, p);
         EXT_CUDA_TRY(cudaGetLastError());
     }
-    return cudaSuccess;
+    return merge_top();
 }
 
 /* Curve mode: the rows' keys, sorted and run-length encoded, merged into the
@@ -1270,6 +1560,86 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
     return cudaStreamSynchronize(stream);
 }
 
+/* Keys the partition's buffer holds: 16 a level (the drain's fixed work, its
+ * counters, is then small beside its keys), at least 2^27 (512 MiB: launches
+ * of 2^26 pairs, each ended by a drain, and their seams cost ~1%) and at
+ * most 2^28. EXT_ROC_PARTITION_KIB, where set, replaces it (the tests make it
+ * small, so that segments fill). */
+int64_t partition_keys(int64_t n_levels)
+{
+    const char *kib = getenv("EXT_ROC_PARTITION_KIB");
+    const long long value = kib ? atoll(kib) : 0;
+    if (value > 0)
+        return int64_t(value) * 1024 / int64_t(sizeof(uint32_t));
+    return std::min(std::max(16 * n_levels, int64_t(1) << 27), int64_t(1) << 28);
+}
+
+/* The ranges of the sorted level keys (host) for partitioned counting: each
+ * range's lowest level, the index from a key to its range, the keys' buffer
+ * and its segments, even at first. */
+cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
+{
+    cudaStream_t stream = ev->arena.stream();
+    const int64_t U = ev->n_levels;
+    const int64_t range_levels = kRangeLevels;
+    const int n_ranges = int((U + range_levels - 1) / range_levels);
+    std::vector<uint32_t> starts(n_ranges);
+    for (int r = 0; r < n_ranges; r++)
+        starts[r] = keys[int64_t(r) * range_levels];
+    const uint32_t base = keys[0], span = keys[U - 1] - keys[0];
+    int shift = 0;
+    while ((span >> shift) >= uint32_t(kRangeBuckets))
+        shift++;
+    const int64_t n_buckets = int64_t(span >> shift) + 1;
+    /* the range of each bucket's first key, kAmbiguous where its last key's
+     * differs; the last range past the buckets */
+    auto range = [&](uint32_t key) {
+        return int(std::upper_bound(starts.begin(), starts.end(), key) - starts.begin() - 1);
+    };
+    std::vector<uint16_t> index(kRangeBuckets + 1, uint16_t(n_ranges - 1));
+    for (int64_t b = 0; b < n_buckets; b++) {
+        const uint32_t first = base + (uint32_t(b) << shift);
+        const uint32_t last = b + 1 < n_buckets ? first + ((uint32_t(1) << shift) - 1)
+                                                : keys[U - 1];
+        index[b] = uint16_t(range(first) | (range(last) != range(first) ? kAmbiguous : 0));
+    }
+    ev->range_keys_total = partition_keys(U);
+    EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
+    EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
+    EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_reserved.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(ev->pass_blocks) * n_ranges));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_starts.get(), starts.data(),
+                                 n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_index.get(), index.data(),
+                                 index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
+                                 stream));
+    segment_kernel<<<1, kMaxRanges, 0, stream>>>(ev->range_reserved.get(),
+                                                 ev->range_capacity.get(),
+                                                 ev->range_offset.get(), n_ranges,
+                                                 ev->range_keys_total);
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(kDrainShared)));
+    ev->part = RangePartition{n_ranges,
+                              range_levels,
+                              base,
+                              shift,
+                              ev->range_starts.get(),
+                              ev->range_index.get(),
+                              ev->range_keys.get(),
+                              ev->range_offset.get(),
+                              ev->range_capacity.get(),
+                              ev->pass_blocks,
+                              ev->range_block_used.get(),
+                              ev->range_reserved.get()};
+    /* the host vectors are copied before they go */
+    return cudaStreamSynchronize(stream);
+}
+
 /* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
                        const roc_level_index *index)
@@ -1308,6 +1678,8 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.get(), 0xff, (U + 1) * sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.get(), 0, sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.get(), 0, sizeof(unsigned long long), stream));
+    if (partitioned(ev, U))
+        EXT_CUDA_TRY(set_ranges(ev, levels->keys));
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);
 }
@@ -1371,6 +1743,8 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     auto pass = [&](const PassParams &q, const Operands *op) {
         if (ev->src.mode == kCurve)
             return launch_pass<kCurve>(ev, q, row_begin, op);
+        if (ev->src.mode == kExact && ev->part.n_ranges > 0 && op)
+            return launch_pass<kPartitioned>(ev, q, row_begin, op);
         if (ev->src.mode == kExact)
             return launch_pass<kExact>(ev, q, row_begin, op);
         return launch_pass<kBinned>(ev, q, row_begin, op);
@@ -1492,6 +1866,8 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             p.row_begin = begin;
             p.row_end = end;
             p.scores = score;
+            int64_t tiles_m, tiles_n;
+            p.tile_end = feature_tiles(op, p, &tiles_m, &tiles_n);
             feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
                                           arena.stream()>>>(op, p);
             return cudaGetLastError();
