@@ -13,8 +13,9 @@
  * their reads are in flight together and the instructions a pair costs stay
  * few.
  *
- * Where the levels do not fit a block's shared counters, the feature pass
- * counts exactly by partition (kPartitioned): a pair above the lowest level is
+ * Where there are more levels than the global counters keep in L2 (2^20,
+ * roc_eval_kernel.cu's partition_levels), the feature pass counts exactly by
+ * partition (kPartitioned) instead: a pair above the lowest level is
  * not counted where it is scored but sorted, a half tile at a time, by its
  * range of consecutive levels, and written to that range's segment of a
  * device buffer; roc_eval_kernel.cu's drain counts each range's keys in shared
