@@ -862,11 +862,18 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * gallery's (the queries get half): less memory, more preparation. */
 constexpr size_t kGalleryChunkBytes = size_t(256) << 20;
 
+/* The tuning variable `name` where set to at least `least`, else `fallback`. */
+int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
+{
+    const char *text = getenv(name);
+    const long long value = text ? atoll(text) : least - 1;
+    return value >= least ? int64_t(value) : fallback;
+}
+
 size_t gallery_chunk_bytes()
 {
-    const char *kib = getenv("EXT_ROC_OPERAND_KIB");
-    const long long value = kib ? atoll(kib) : 0;
-    return value > 0 ? size_t(value) << 10 : kGalleryChunkBytes;
+    const int64_t kib = env_tuning("EXT_ROC_OPERAND_KIB", 1, 0);
+    return kib > 0 ? size_t(kib) << 10 : kGalleryChunkBytes;
 }
 
 /* One side of the feature pass: its raw features (row-major), their inverse
@@ -1226,8 +1233,7 @@ size_t counters_max(const roc_eval_cuda *ev)
  * replaces it (the tests make it 0). */
 int64_t partition_levels()
 {
-    const char *levels = getenv("EXT_ROC_PARTITION_LEVELS");
-    return levels ? atoll(levels) : kSortedLevels;
+    return env_tuning("EXT_ROC_PARTITION_LEVELS", 0, kSortedLevels);
 }
 
 /* Whether exact mode counts the feature pass's pairs by partition: features
@@ -1567,10 +1573,9 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
  * small, so that segments fill). */
 int64_t partition_keys(int64_t n_levels)
 {
-    const char *kib = getenv("EXT_ROC_PARTITION_KIB");
-    const long long value = kib ? atoll(kib) : 0;
-    if (value > 0)
-        return int64_t(value) * 1024 / int64_t(sizeof(uint32_t));
+    const int64_t kib = env_tuning("EXT_ROC_PARTITION_KIB", 1, 0);
+    if (kib > 0)
+        return kib * 1024 / int64_t(sizeof(uint32_t));
     return std::min(std::max(16 * n_levels, int64_t(1) << 27), int64_t(1) << 28);
 }
 
