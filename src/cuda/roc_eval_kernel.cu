@@ -19,6 +19,7 @@
  * Device memory comes from the evaluator's arena (ext_cuda.cuh): every buffer
  * is released by its owner's scope, so an early error return leaks nothing.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -862,12 +863,17 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * gallery's (the queries get half): less memory, more preparation. */
 constexpr size_t kGalleryChunkBytes = size_t(256) << 20;
 
-/* The tuning variable `name` where set to at least `least`, else `fallback`. */
+/* The tuning variable `name` where it is a whole number of at least `least`,
+ * else `fallback` (unset, empty or not a number: atoll would read those as 0). */
 int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
 {
     const char *text = getenv(name);
-    const long long value = text ? atoll(text) : least - 1;
-    return value >= least ? int64_t(value) : fallback;
+    if (!text || !*text)
+        return fallback;
+    char *end = nullptr;
+    errno = 0;
+    const long long value = strtoll(text, &end, 10);
+    return errno == 0 && *end == '\0' && value >= least ? int64_t(value) : fallback;
 }
 
 size_t gallery_chunk_bytes()
