@@ -15,13 +15,15 @@
  *
  * Where there are more levels than the global counters keep in L2 (2^20,
  * roc_eval_kernel.cu's partition_levels), the feature pass counts exactly by
- * partition (kPartitioned) instead: a pair above the lowest level is
- * not counted where it is scored but sorted, a half tile at a time, by its
- * range of consecutive levels, and written to that range's segment of a
- * device buffer; roc_eval_kernel.cu's drain counts each range's keys in shared
- * memory. Two scattered atomics a pair had made the hard count L2-bound (ncu:
- * 77% L2 throughput, dev/NOTES.md). A key whose segment is full is counted
- * directly, the old way, so the counts stay exact however the keys fall.
+ * partition (kPartitioned) instead: a half tile with any pair above the lowest
+ * level is written raw to a buffer; roc_eval_kernel.cu's partition kernel
+ * (RangeSorter) sorts those keys by range of consecutive levels into each
+ * range's segment of another buffer, and its drain counts each range's keys
+ * in shared memory. Two scattered atomics a pair had made the hard count
+ * L2-bound (ncu: 77% L2 throughput), and the sorting steps inside the tile
+ * pass were latency-bound at its 8 warps a multiprocessor (dev/NOTES.md). A
+ * key whose segment is full is counted directly, the old way, so the counts
+ * stay exact however the keys fall.
  */
 #ifndef ROC_COUNT_CUH
 #define ROC_COUNT_CUH
@@ -41,9 +43,10 @@ constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest 
 
 /* Partitioned exact counting: a range holds kRangeLevels consecutive levels
  * (the last fewer), whose counters fill a drain block's shared memory; the
- * pass keeps the ranges' lowest levels and an index of kRangeBuckets buckets
- * from a key to its range in shared memory, and partitions kHalfTilePairs
- * pairs at once with a block of kPartitionThreads (the feature pass's). */
+ * partition kernel keeps the ranges' lowest levels and an index of
+ * kRangeBuckets buckets from a key to its range in shared memory, and sorts
+ * the kHalfTilePairs keys of a half tile at once with a block of
+ * kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
 constexpr int kMaxRanges = 1024;
 constexpr int kRangeBuckets = 2048;
@@ -51,8 +54,12 @@ constexpr int kHalfTilePairs = 64 * 128;
 constexpr int kPartitionThreads = 128;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
-/* The ranges, and the device buffer their keys wait in until the drain. */
+/* The ranges, and the device buffers their keys wait in until the drain. */
 struct RangePartition {
+    /* the feature pass's half tiles with a key above the lowest level,
+     * kHalfTilePairs keys each (ROC_NO_KEY where not), raw_count of them */
+    uint32_t *raw;
+    uint32_t *raw_count;
     int n_ranges;
     int64_t range_levels; /* kRangeLevels: range r holds levels r * range_levels .. */
     /* bucket b of the index holds keys base + (b << shift) ..; index[b] is the
@@ -63,9 +70,9 @@ struct RangePartition {
     const uint32_t *starts; /* each range's lowest level */
     const uint16_t *index;  /* kRangeBuckets + 1 entries */
     /* range r's segment, offset[r] .. + capacity[r], in one part for each of
-     * n_blocks blocks of a launch, capacity[r] / n_blocks keys from offset[r] +
-     * b (capacity[r] / n_blocks) for block b, so that a block reserves its
-     * space in shared memory */
+     * the partition kernel's n_blocks blocks, capacity[r] / n_blocks keys from
+     * offset[r] + b (capacity[r] / n_blocks) for block b, so that a block
+     * reserves its space in shared memory */
     uint32_t *keys;
     const uint32_t *offset, *capacity;
     int n_blocks;
@@ -127,9 +134,6 @@ inline size_t counter_bytes(int mode, const PassParams &p)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
     if (mode == kBinned && p.shared_bins)
         return size_t(p.n_bins + 2) * sizeof(uint32_t) + size_t(p.n_bins + 1) * sizeof(float);
-    if (mode == kPartitioned) /* starts, fill, used, base; the sorted keys; the index */
-        return size_t(4 * kMaxRanges + kHalfTilePairs) * sizeof(uint32_t) +
-               size_t(kRangeBuckets + 2) * sizeof(uint16_t);
     return 0;
 }
 
@@ -162,14 +166,6 @@ template <int kMode> class Counter {
                 shared_[b] = 0;
             for (int64_t b = threadIdx.x; b <= p_.n_bins; b += blockDim.x)
                 edges[b] = p_.edges[b];
-        } else if (kMode == kPartitioned) {
-            for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x) {
-                starts()[r] = r < p_.part.n_ranges ? p_.part.starts[r] : 0xffffffffu;
-                fill()[r] = 0;
-                used()[r] = 0;
-            }
-            for (int b = threadIdx.x; b <= kRangeBuckets; b += blockDim.x)
-                range_index()[b] = p_.part.index[b];
         }
         __syncthreads();
     }
@@ -284,136 +280,51 @@ template <int kMode> class Counter {
         }
     }
 
-    /* Partitioned exact, the pairs of a half tile in three sweeps:
-     * classify (every pair as pair() would, but a pair above the lowest level
-     * only counted into its range's histogram), then, where any were above,
-     * reserve_segments, scatter (the keys sorted by range into shared memory)
-     * and write_segments. Every thread calls each; the sweeps see the same
-     * pairs. */
+    /* Partitioned exact, a half tile's pairs in two sweeps: tally (every
+     * pair as pair() would, except that one above the lowest level is only
+     * noted), then, where raw_half_tile() gives the half tile a place in the
+     * raw buffer, each pair's raw_key into it. */
     template <int kN>
-    __device__ __forceinline__ void classify(const float (&s)[kN], const bool (&use)[kN])
+    __device__ __forceinline__ void tally(const float (&s)[kN], const bool (&use)[kN])
     {
-        uint32_t key[kN];
-        bool above[kN];
-        int range[kN];
 #pragma unroll
         for (int u = 0; u < kN; u++) {
             const bool nan = isnan(s[u]);
             n_pairs_ += use[u];
             n_nan_ += use[u] && nan;
-            key[u] = roc_score_key(s[u]);
-            above[u] = use[u] && !nan && key[u] >= lowest_;
+            const uint32_t key = roc_score_key(s[u]);
             if (use[u] && !nan) {
-                see_top(key[u]);
-                if (!above[u]) {
+                see_top(key);
+                if (key >= lowest_) {
+                    any_above_ = true;
+                } else {
                     run_count_++;
-                    run_min_ = min(run_min_, key[u]);
+                    run_min_ = min(run_min_, key);
                 }
             }
         }
-        /* the lookups of all kN first, so that their reads are in flight together */
-#pragma unroll
-        for (int u = 0; u < kN; u++)
-            range[u] = above[u] ? range_of(key[u]) : 0;
-#pragma unroll
-        for (int u = 0; u < kN; u++)
-            if (above[u]) {
-                atomicAdd(&fill()[range[u]], 1u);
-                any_above_ = true;
-            }
     }
 
-    /* After classify: false where no pair was above the lowest level. Else
-     * each range's place among the sorted keys (an exclusive scan of the
-     * histogram) and its room in the block's part of the range's segment,
-     * reserved in shared memory (a global atomic a range and half tile, on
-     * the same few hundred counters from every block, cost the hard pass a
-     * third more). fill[r] then holds the range's first sorted slot, and in
-     * its top 16 bits the slot where the keys that still fit end. */
-    __device__ bool reserve_segments()
+    /* After tally, in every thread: the half tile's kHalfTilePairs keys in
+     * the raw buffer, or null where no pair was above the lowest level. */
+    __device__ uint32_t *raw_half_tile()
     {
+        __shared__ uint32_t slot;
         if (!__syncthreads_or(any_above_))
-            return false;
+            return nullptr;
         any_above_ = false;
-        using Scan = cub::BlockScan<uint32_t, kPartitionThreads>;
-        __shared__ typename Scan::TempStorage scan;
-        constexpr int kPer = kMaxRanges / kPartitionThreads;
-        uint32_t count[kPer], first[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; i++)
-            count[i] = fill()[threadIdx.x * kPer + i];
-        Scan(scan).ExclusiveSum(count, first, n_above_);
-        const uint32_t part = blockIdx.x;
-#pragma unroll
-        for (int i = 0; i < kPer; i++) {
-            const int r = threadIdx.x * kPer + i;
-            uint32_t fits = 0;
-            if (count[i]) {
-                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
-                const uint32_t taken = used()[r];
-                used()[r] = taken + count[i];
-                fits = room > taken ? min(room - taken, count[i]) : 0u;
-                /* sorted key t of the range goes to keys[segment_base[r] + t] (mod 2^32) */
-                segment_base()[r] = p_.part.offset[r] + part * room + taken - first[i];
-            }
-            fill()[r] = first[i] | (first[i] + fits) << 16;
-        }
+        if (threadIdx.x == 0)
+            slot = atomicAdd(p_.part.raw_count, 1u);
         __syncthreads();
-        return true;
+        return p_.part.raw + size_t(slot) * kHalfTilePairs;
     }
 
-    template <int kN>
-    __device__ __forceinline__ void scatter(const float (&s)[kN], const bool (&use)[kN])
+    /* What the raw buffer holds for a pair: its key where it lies at or above
+     * the lowest level, else ROC_NO_KEY (tally counted it). */
+    __device__ __forceinline__ uint32_t raw_key(float s, bool use) const
     {
-        uint32_t key[kN], slot[kN];
-        bool above[kN];
-        int range[kN];
-#pragma unroll
-        for (int u = 0; u < kN; u++) {
-            key[u] = roc_score_key(s[u]);
-            above[u] = use[u] && !isnan(s[u]) && key[u] >= lowest_;
-            range[u] = above[u] ? range_of(key[u]) : 0;
-        }
-#pragma unroll
-        for (int u = 0; u < kN; u++)
-            slot[u] = above[u] ? atomicAdd(&fill()[range[u]], 1u) & 0xffffu : 0u;
-#pragma unroll
-        for (int u = 0; u < kN; u++)
-            if (above[u])
-                sorted()[slot[u]] = key[u];
-    }
-
-    /* After scatter and a barrier: the sorted keys to their segments, those
-     * past a full segment's end counted directly, kWrite a thread at once; the
-     * histogram zeroed for the next half tile. */
-    __device__ void write_segments()
-    {
-        constexpr int kWrite = 4;
-        for (uint32_t t0 = threadIdx.x; t0 < n_above_; t0 += kWrite * kPartitionThreads) {
-            uint32_t key[kWrite];
-            int range[kWrite];
-#pragma unroll
-            for (int u = 0; u < kWrite; u++) {
-                const uint32_t t = t0 + u * kPartitionThreads;
-                key[u] = t < n_above_ ? sorted()[t] : 0u;
-            }
-#pragma unroll
-            for (int u = 0; u < kWrite; u++)
-                range[u] = range_of(max(key[u], lowest_));
-#pragma unroll
-            for (int u = 0; u < kWrite; u++) {
-                const uint32_t t = t0 + u * kPartitionThreads;
-                if (t >= n_above_)
-                    break;
-                if (t < fill()[range[u]] >> 16)
-                    p_.part.keys[uint32_t(segment_base()[range[u]] + t)] = key[u];
-                else
-                    count_directly(key[u]);
-            }
-        }
-        __syncthreads(); /* every thread's limits read */
-        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x)
-            fill()[r] = 0;
+        const uint32_t key = roc_score_key(s);
+        return use && !isnan(s) && key >= lowest_ ? key : ROC_NO_KEY;
     }
 
     __device__ void end_block()
@@ -422,16 +333,6 @@ template <int kMode> class Counter {
             return;
         if (kCountsLevels)
             flush_run();
-        if (kMode == kPartitioned) { /* what the block's parts hold, and asked for */
-            __syncthreads();
-            for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
-                const uint32_t n = used()[r];
-                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
-                p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = min(n, room);
-                if (n)
-                    atomicAdd(&p_.part.reserved[r], n);
-            }
-        }
         reduce_totals();
         __syncthreads();
         if (kMode == kExact && p_.shared_gaps) {
@@ -449,56 +350,6 @@ template <int kMode> class Counter {
 
   private:
     static constexpr bool kCountsLevels = kMode == kExact || kMode == kPartitioned;
-
-    /* kPartitioned's shared memory (counter_bytes) */
-    __device__ uint32_t *starts() const { return shared_; }
-    __device__ uint32_t *fill() const { return shared_ + kMaxRanges; }
-    __device__ uint32_t *used() const { return shared_ + 2 * kMaxRanges; }
-    __device__ uint32_t *segment_base() const { return shared_ + 3 * kMaxRanges; }
-    __device__ uint32_t *sorted() const { return shared_ + 4 * kMaxRanges; }
-    __device__ uint16_t *range_index() const
-    {
-        return reinterpret_cast<uint16_t *>(shared_ + 4 * kMaxRanges + kHalfTilePairs);
-    }
-
-    /* The range of a key at or above the lowest level. Its bucket's entry is
-     * the range of the bucket's first key, kAmbiguous set where a range
-     * starts inside the bucket: then the last range between that one and the
-     * next bucket's whose lowest level is at or below the key. */
-    __device__ __forceinline__ int range_of(uint32_t key) const
-    {
-        if (key > highest_)
-            return p_.part.n_ranges - 1;
-        const uint32_t bucket = (key - p_.part.base) >> p_.part.shift;
-        const int entry = range_index()[bucket];
-        if (!(entry & kAmbiguous))
-            return entry;
-        int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (starts()[mid] <= key)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        return lo;
-    }
-
-    /* A key at or above the lowest level whose segment is full: into the
-     * global counters, as exact mode counts with global counters. */
-    __device__ void count_directly(uint32_t key) const
-    {
-        int at = 0;
-        const int64_t g = key > highest_ ? p_.n_levels
-                                         : roc_find_level(p_.levels, p_.lut, p_.lut_base,
-                                                          p_.lut_shift, key, &at);
-        if (at) {
-            atomicAdd(&p_.at[g], 1ull);
-        } else {
-            atomicAdd(&p_.gap[g], 1ull);
-            atomicMin(&p_.gap_min[g], key);
-        }
-    }
 
     /* The highest key and its count (top_key_ starts at 0, the lowest key):
      * one compare for nearly every pair, which lies below the top so far. */
@@ -679,11 +530,229 @@ template <int kMode> class Counter {
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
     /* kPartitioned: whether this thread's half tile had a pair above the
-     * lowest level; how many the block's had */
+     * lowest level */
     bool any_above_ = false;
-    uint32_t n_above_ = 0;
 };
 
+/* The partition kernel's work (roc_eval_kernel.cu): each raw half tile's
+ * keys, held in registers, sorted by range in shared memory and written to
+ * the ranges' segments in three steps: a histogram of the ranges, a scan of it
+ * with each range's room in the block's part of its segment, and a scatter.
+ * ROC_NO_KEY (below the lowest level) is skipped. */
+class RangeSorter {
+  public:
+    static constexpr int kKeys = kHalfTilePairs / kPartitionThreads; /* a thread's */
+    /* starts, fill, used, segment base; the sorted keys; the index */
+    static constexpr size_t kSharedBytes = size_t(4 * kMaxRanges + kHalfTilePairs) *
+                                               sizeof(uint32_t) +
+                                           size_t(kRangeBuckets + 2) * sizeof(uint16_t);
+
+    __device__ RangeSorter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared)
+    {
+        lowest_ = __ldg(p.levels);
+        highest_ = __ldg(p.levels + p.n_levels - 1);
+    }
+
+    __device__ void begin_block()
+    {
+        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x) {
+            starts()[r] = r < p_.part.n_ranges ? p_.part.starts[r] : 0xffffffffu;
+            fill()[r] = 0;
+            used()[r] = 0;
+        }
+        for (int b = threadIdx.x; b <= kRangeBuckets; b += blockDim.x)
+            range_index()[b] = p_.part.index[b];
+        __syncthreads();
+    }
+
+    /* One half tile's keys, kKeys a thread; every thread calls it. */
+    __device__ void sort(const uint32_t (&key)[kKeys])
+    {
+        /* the histogram, kLook lookups at once so that their reads overlap */
+        constexpr int kLook = 8;
+        bool any = false;
+#pragma unroll
+        for (int u0 = 0; u0 < kKeys; u0 += kLook) {
+            int range[kLook];
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                range[u] = range_of(max(key[u0 + u], lowest_));
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                if (key[u0 + u] >= lowest_) {
+                    atomicAdd(&fill()[range[u]], 1u);
+                    any = true;
+                }
+        }
+        if (!reserve_segments(any))
+            return;
+#pragma unroll
+        for (int u0 = 0; u0 < kKeys; u0 += kLook) {
+            int range[kLook];
+            uint32_t slot[kLook];
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                range[u] = range_of(max(key[u0 + u], lowest_));
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                slot[u] = key[u0 + u] >= lowest_ ? atomicAdd(&fill()[range[u]], 1u) & 0xffffu
+                                                 : 0u;
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                if (key[u0 + u] >= lowest_)
+                    sorted()[slot[u]] = key[u0 + u];
+        }
+        __syncthreads();
+        write_segments();
+    }
+
+    /* A block without a half tile in this launch: its parts are empty. */
+    __device__ void end_empty()
+    {
+        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x)
+            p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = 0;
+    }
+
+    /* What the block's parts of the segments hold, and what it asked for. */
+    __device__ void end_block()
+    {
+        __syncthreads();
+        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
+            const uint32_t n = used()[r];
+            const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
+            p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = min(n, room);
+            if (n)
+                atomicAdd(&p_.part.reserved[r], n);
+        }
+    }
+
+  private:
+    __device__ uint32_t *starts() const { return shared_; }
+    __device__ uint32_t *fill() const { return shared_ + kMaxRanges; }
+    __device__ uint32_t *used() const { return shared_ + 2 * kMaxRanges; }
+    __device__ uint32_t *segment_base() const { return shared_ + 3 * kMaxRanges; }
+    __device__ uint32_t *sorted() const { return shared_ + 4 * kMaxRanges; }
+    __device__ uint16_t *range_index() const
+    {
+        return reinterpret_cast<uint16_t *>(shared_ + 4 * kMaxRanges + kHalfTilePairs);
+    }
+
+    /* After the histogram: false where no key was above the lowest level.
+     * Else each range's place among the sorted keys (an exclusive scan of the
+     * histogram) and its room in the block's part of the range's segment,
+     * reserved in shared memory (a global atomic a range and half tile, on
+     * the same few hundred counters from every block, cost a third more).
+     * fill[r] then holds the range's first sorted slot, and in its top 16
+     * bits the slot where the keys that still fit end. */
+    __device__ bool reserve_segments(bool any)
+    {
+        if (!__syncthreads_or(any))
+            return false;
+        using Scan = cub::BlockScan<uint32_t, kPartitionThreads>;
+        __shared__ typename Scan::TempStorage scan;
+        constexpr int kPer = kMaxRanges / kPartitionThreads;
+        uint32_t count[kPer], first[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; i++)
+            count[i] = fill()[threadIdx.x * kPer + i];
+        Scan(scan).ExclusiveSum(count, first, n_above_);
+        const uint32_t part = blockIdx.x;
+#pragma unroll
+        for (int i = 0; i < kPer; i++) {
+            const int r = threadIdx.x * kPer + i;
+            uint32_t fits = 0;
+            if (count[i]) {
+                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
+                const uint32_t taken = used()[r];
+                used()[r] = taken + count[i];
+                fits = room > taken ? min(room - taken, count[i]) : 0u;
+                /* sorted key t of the range goes to keys[segment_base[r] + t] (mod 2^32) */
+                segment_base()[r] = p_.part.offset[r] + part * room + taken - first[i];
+            }
+            fill()[r] = first[i] | (first[i] + fits) << 16;
+        }
+        __syncthreads();
+        return true;
+    }
+
+    /* After the scatter: the sorted keys to their segments, those past a full
+     * segment's end counted directly, kWrite a thread at once; the histogram
+     * zeroed for the next half tile. */
+    __device__ void write_segments()
+    {
+        constexpr int kWrite = 4;
+        for (uint32_t t0 = threadIdx.x; t0 < n_above_; t0 += kWrite * kPartitionThreads) {
+            uint32_t key[kWrite];
+            int range[kWrite];
+#pragma unroll
+            for (int u = 0; u < kWrite; u++) {
+                const uint32_t t = t0 + u * kPartitionThreads;
+                key[u] = t < n_above_ ? sorted()[t] : 0u;
+            }
+#pragma unroll
+            for (int u = 0; u < kWrite; u++)
+                range[u] = range_of(max(key[u], lowest_));
+#pragma unroll
+            for (int u = 0; u < kWrite; u++) {
+                const uint32_t t = t0 + u * kPartitionThreads;
+                if (t >= n_above_)
+                    break;
+                if (t < fill()[range[u]] >> 16)
+                    p_.part.keys[uint32_t(segment_base()[range[u]] + t)] = key[u];
+                else
+                    count_directly(key[u]);
+            }
+        }
+        __syncthreads(); /* every thread's limits read */
+        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x)
+            fill()[r] = 0;
+        __syncthreads(); /* zero before the next half tile's histogram */
+    }
+
+    /* The range of a key at or above the lowest level. Its bucket's entry is
+     * the range of the bucket's first key, kAmbiguous set where a range
+     * starts inside the bucket: then the last range between that one and the
+     * next bucket's whose lowest level is at or below the key. */
+    __device__ __forceinline__ int range_of(uint32_t key) const
+    {
+        if (key > highest_)
+            return p_.part.n_ranges - 1;
+        const uint32_t bucket = (key - p_.part.base) >> p_.part.shift;
+        const int entry = range_index()[bucket];
+        if (!(entry & kAmbiguous))
+            return entry;
+        int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (starts()[mid] <= key)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        return lo;
+    }
+
+    /* A key at or above the lowest level whose segment is full: into the
+     * global counters, as exact mode counts with global counters. */
+    __device__ void count_directly(uint32_t key) const
+    {
+        int at = 0;
+        const int64_t g = key > highest_ ? p_.n_levels
+                                         : roc_find_level(p_.levels, p_.lut, p_.lut_base,
+                                                          p_.lut_shift, key, &at);
+        if (at) {
+            atomicAdd(&p_.at[g], 1ull);
+        } else {
+            atomicAdd(&p_.gap[g], 1ull);
+            atomicMin(&p_.gap_min[g], key);
+        }
+    }
+
+    const PassParams &p_;
+    uint32_t *shared_;
+    uint32_t lowest_ = 0, highest_ = 0;
+    uint32_t n_above_ = 0; /* keys of the half tile above the lowest level */
+};
 
 } // namespace roc_count
 

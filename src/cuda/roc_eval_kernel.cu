@@ -151,7 +151,6 @@ template <int kMode>
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     feature_pass_kernel(const Operands op, const PassParams p)
 {
-    static_assert(FeatureTile::kThreads == kPartitionThreads, "the partition's block");
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
     Counter<kMode> counter(p, reinterpret_cast<uint32_t *>(shared_bytes +
@@ -218,11 +217,23 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                 }
             };
             if constexpr (kMode == kPartitioned) {
-                sweep([&](auto &, auto &, auto &v, auto &use) { counter.classify(v, use); });
-                if (counter.reserve_segments()) {
-                    sweep([&](auto &, auto &, auto &v, auto &use) { counter.scatter(v, use); });
-                    __syncthreads();
-                    counter.write_segments();
+                sweep([&](auto &, auto &, auto &v, auto &use) { counter.tally(v, use); });
+                if (uint32_t *raw = counter.raw_half_tile()) {
+                    /* the keys as they lie in the staged half tile, four a
+                     * store, streamed past L2 (the partition reads them once) */
+                    for (int e = 4 * threadIdx.x; e < kHalfTilePairs; e += 4 * kStep) {
+                        const int r = e / roc_gemm::kBN, c = e % roc_gemm::kBN;
+                        const float4 v = *reinterpret_cast<const float4 *>(&staged[r][c]);
+                        const int64_t row = m0 + half * 64 + r;
+                        auto use = [&](int u) {
+                            return whole || (row >= p.row_begin && row < p.row_end &&
+                                             n0 + c + u < op.n_end && counted(p, row, n0 + c + u));
+                        };
+                        __stcs(reinterpret_cast<uint4 *>(raw + e),
+                               make_uint4(counter.raw_key(v.x, use(0)), counter.raw_key(v.y, use(1)),
+                                          counter.raw_key(v.z, use(2)),
+                                          counter.raw_key(v.w, use(3))));
+                    }
                 }
             } else {
                 sweep([&](auto &row, auto &col, auto &v, auto &use) {
@@ -236,15 +247,47 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 }
 
 /*
- * Partitioned exact counting (roc_count.cuh): the drain counts the keys the
- * pass left in each range's segment. A block takes the parts of one range's
- * segment that a slice of the pass's blocks filled, and holds the range's
- * levels, a count and a lowest key for each of its gaps, and an index of
- * kDrainBuckets buckets over its levels in shared memory; a key's gap is then a bucket and a step or two of bisection, and
- * its count a shared atomic. The block adds its counters into the global ones
+ * Partitioned exact counting (roc_count.cuh): the partition sorts the raw half
+ * tiles the feature pass wrote by range into the ranges' segments, persistent
+ * blocks a half tile at a time, the keys streamed in (read once).
+ */
+__global__ void __launch_bounds__(kPartitionThreads, 4) partition_kernel(const PassParams p)
+{
+    extern __shared__ uint32_t sorter_shared[];
+    RangeSorter sorter(p, sorter_shared);
+    const uint32_t n_half_tiles = *p.part.raw_count;
+    if (blockIdx.x >= n_half_tiles) { /* uniform in the block; every block where none */
+        sorter.end_empty();
+        return;
+    }
+    sorter.begin_block();
+    for (uint32_t h = blockIdx.x; h < n_half_tiles; h += gridDim.x) {
+        const uint4 *raw = reinterpret_cast<const uint4 *>(p.part.raw + size_t(h) * kHalfTilePairs);
+        uint32_t key[RangeSorter::kKeys];
+#pragma unroll
+        for (int i = 0; i < RangeSorter::kKeys / 4; i++) {
+            const uint4 v = __ldcs(raw + i * kPartitionThreads + threadIdx.x);
+            key[4 * i] = v.x;
+            key[4 * i + 1] = v.y;
+            key[4 * i + 2] = v.z;
+            key[4 * i + 3] = v.w;
+        }
+        sorter.sort(key);
+    }
+    sorter.end_block();
+}
+
+/*
+ * Then the drain counts the keys the partition left in each range's
+ * segment. A block takes the parts of one range's segment that a slice of the
+ * partition's blocks filled, and holds the range's levels, a count and a
+ * lowest key for each of its gaps, and an index of kDrainBuckets buckets over
+ * its levels in shared memory; a key's gap is then a bucket and a step or two
+ * of bisection, and its count a shared atomic. The block adds its counters into the global ones
  * at its end.
  */
 constexpr int kDrainThreads = 512;
+constexpr int kMaxDrainParts = 1024; /* a drain block's parts: drain_ranges' slices see to it */
 constexpr int kDrainBucketBits = 12;
 constexpr int kDrainBuckets = 1 << kDrainBucketBits;
 constexpr size_t kDrainShared =
@@ -269,9 +312,12 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
     const int r = blockIdx.y;
     const int b0 = d.n_blocks * blockIdx.x / gridDim.x;
     const int b1 = d.n_blocks * (blockIdx.x + 1) / gridDim.x;
+    __shared__ uint32_t used[kMaxDrainParts]; /* keys in part b0 + i */
     bool any = false;
-    for (int b = b0 + threadIdx.x; b < b1; b += blockDim.x)
-        any = any || d.block_used[size_t(b) * d.n_ranges + r] > 0;
+    for (int b = b0 + threadIdx.x; b < b1; b += blockDim.x) {
+        used[b - b0] = d.block_used[size_t(b) * d.n_ranges + r];
+        any = any || used[b - b0] > 0;
+    }
     if (!__syncthreads_or(any))
         return;
     const int64_t first = int64_t(r) * d.range_levels;
@@ -301,26 +347,32 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
     }
     __syncthreads();
     /* every key is at or above the range's lowest level: a key equal to none
-     * lies in gap i (after level i - 1), i >= 1. kKeys keys a thread at once,
-     * each step of their lookups side by side (ncu: one at a time, the warps
-     * waited 17 cycles an instruction). */
+     * lies in gap i (after level i - 1), i >= 1. Warps take parts side by
+     * side (a part holds from a few hundred keys at 4M levels to thousands: a
+     * block a part left most lanes idle), kKeys keys a lane at once, each step of
+     * their lookups side by side (ncu: one at a time, the warps waited 17
+     * cycles an instruction). */
     constexpr int kKeys = 4;
+    /* a group of warps a part, more than one where the block has fewer
+     * parts than warps */
+    const int n_warps = blockDim.x / 32;
+    const int group = max(1, n_warps / (b1 - b0)), n_groups = n_warps / group;
+    const int stride = 32 * group; /* between a thread's keys */
     const uint32_t room = d.capacity[r] / uint32_t(d.n_blocks);
-    for (int b = b0; b < b1; b++) {
+    const int warp = threadIdx.x / 32;
+    for (int b = b0 + warp / group; warp < n_groups * group && b < b1; b += n_groups) {
         const uint32_t *keys = d.keys + d.offset[r] + size_t(b) * room;
-        const int64_t end = d.block_used[size_t(b) * d.n_ranges + r];
-        for (int64_t t0 = threadIdx.x; t0 < end; t0 += kKeys * blockDim.x) {
+        const uint32_t end = used[b - b0];
+        for (uint32_t t0 = threadIdx.x % stride; t0 < end; t0 += kKeys * stride) {
             uint32_t key[kKeys];
             int a[kKeys], z[kKeys];
 #pragma unroll
-            for (int u = 0; u < kKeys; u++) {
-                const int64_t t = t0 + int64_t(u) * blockDim.x;
-                key[u] = t < end ? keys[t] : lo;
-            }
+            for (int u = 0; u < kKeys; u++)
+                key[u] = t0 + u * stride < end ? keys[t0 + u * stride] : lo;
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
                 a[u] = z[u] = n_range;
-                if (key[u] <= hi && t0 + int64_t(u) * blockDim.x < end) {
+                if (key[u] <= hi && t0 + u * stride < end) {
                     const uint32_t bucket = (key[u] - lo) >> shift;
                     a[u] = index[bucket];
                     z[u] = index[bucket + 1];
@@ -341,7 +393,7 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
             }
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
-                if (t0 + int64_t(u) * blockDim.x >= end)
+                if (t0 + u * stride >= end)
                     break;
                 const int i = a[u];
                 if (i < n_range && level[i] == key[u]) { /* rare: an impostor on a level */
@@ -364,10 +416,10 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
 /* The segments for the next launch: `total` keys shared in proportion to what
  * each range asked for since the last drain, plus a quarter of an even share
  * (so every range keeps room, and after no demand at all the shares are
- * even); the demand zeroed. */
+ * even); the demand and the raw half tiles zeroed. */
 __global__ void __launch_bounds__(kMaxRanges)
     segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset, int n_ranges,
-                   int64_t total)
+                   int64_t total, uint32_t *raw_count)
 {
     using Reduce = cub::BlockReduce<unsigned long long, kMaxRanges>;
     using Scan = cub::BlockScan<unsigned long long, kMaxRanges>;
@@ -397,6 +449,8 @@ __global__ void __launch_bounds__(kMaxRanges)
         offset[r] = uint32_t(start);
         reserved[r] = 0;
     }
+    if (r == 0)
+        *raw_count = 0;
 }
 
 /* Merges the blocks' top keys into the running (key, count). */
@@ -1009,13 +1063,13 @@ struct roc_eval_cuda {
     uint32_t lut_base = 0;
     int lut_shift = 0;
     /* exact from features with more levels than a block's shared counters:
-     * the ranges the pass partitions keys by, and the keys' buffer
-     * (roc_count.cuh); part.n_ranges = 0 where not */
+     * the ranges the keys are partitioned by, the raw half tiles' buffer and
+     * the segments' (roc_count.cuh); part.n_ranges = 0 where not */
     RangePartition part{};
-    Buffer<uint32_t> range_starts, range_keys, range_offset, range_capacity, range_block_used,
-        range_reserved;
+    Buffer<uint32_t> range_starts, range_raw, range_raw_count, range_keys, range_offset,
+        range_capacity, range_block_used, range_reserved;
     Buffer<uint16_t> range_index;
-    int64_t range_keys_total = 0;
+    int64_t range_keys_total = 0, range_raw_total = 0;
     /* binned */
     Buffer<float> edges;
     Buffer<unsigned long long> bins;
@@ -1035,8 +1089,8 @@ struct roc_eval_cuda {
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
-          top_count(arena), block_top_count(arena), range_starts(arena), range_keys(arena),
-          range_offset(arena), range_capacity(arena), range_block_used(arena),
+          top_count(arena), block_top_count(arena), range_starts(arena), range_raw(arena),
+          range_raw_count(arena), range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
           range_reserved(arena), range_index(arena),
           edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
@@ -1245,16 +1299,20 @@ int64_t partition_levels()
 /* Whether exact mode counts the feature pass's pairs by partition: features
  * (not a score matrix or list), more levels than the shared counters hold and
  * than partition_levels(), no more than the ranges hold, and room for the
- * partition's shared memory. */
+ * partition's and the drain's shared memory. */
 bool partitioned(const roc_eval_cuda *ev, int64_t n_levels)
 {
     const roc_source &s = ev->src;
-    PassParams probe{};
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s.device) !=
+        cudaSuccess)
+        optin = 0;
     return s.mode == kExact && !s.list && s.score == nullptr &&
            size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
            n_levels > partition_levels() &&
            n_levels <= int64_t(kMaxRanges) * kRangeLevels &&
-           counter_bytes(kPartitioned, probe) <= counters_max(ev);
+           std::max(RangeSorter::kSharedBytes, kDrainShared + kMaxDrainParts * sizeof(uint32_t)) +
+                   kStaticSharedMargin <= size_t(optin);
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
@@ -1295,9 +1353,11 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
 {
     cudaStream_t stream = ev->arena.stream();
     const int n_ranges = ev->part.n_ranges;
-    /* about four blocks a multiprocessor in all: two waves */
-    const int slices = std::min(ev->part.n_blocks,
-                                std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges));
+    /* about four blocks a multiprocessor in all (two waves), each with at most
+     * kMaxDrainParts parts */
+    const int slices = std::max(
+        std::min(ev->part.n_blocks, std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges)),
+        (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
     const DrainParams d{ev->levels.get(),         ev->n_levels,
                         ev->part.range_levels,    ev->range_keys.get(),
                         ev->range_offset.get(),   ev->range_capacity.get(),
@@ -1307,19 +1367,17 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads, kDrainShared,
                    stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
-    segment_kernel<<<1, kMaxRanges, 0, stream>>>(ev->range_reserved.get(),
-                                                 ev->range_capacity.get(),
-                                                 ev->range_offset.get(), n_ranges,
-                                                 ev->range_keys_total);
+    segment_kernel<<<1, kMaxRanges, 0, stream>>>(
+        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
+        ev->range_keys_total, ev->range_raw_count.get());
     return cudaGetLastError();
 }
 
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
  * p.row_end) of the score matrix or of the features' operands `op`, or over
  * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
- * pairs). A partitioned pass goes in launches of at most half the keys'
- * buffer in pairs, whole tiles for every block, each drained after it; the
- * blocks' top keys are merged once, after the last. */
+ * pairs). A partitioned pass goes in launches whose half tiles the raw
+ * buffer holds; the blocks' top keys are merged once, after the last. */
 template <int kMode>
 cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
                         const Operands *op)
@@ -1353,22 +1411,23 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     if (features) {
         int64_t tiles_m, tiles_n;
         const int64_t tiles = feature_tiles(*op, p, &tiles_m, &tiles_n);
+        /* partitioned: launches of whole tiles for every block whose half
+         * tiles the raw buffer holds, each partitioned and drained after it */
         int64_t step = tiles;
         if (kMode == kPartitioned)
-            step = std::max<int64_t>(1, ev->range_keys_total / 2 /
-                                            (roc_gemm::kBM * roc_gemm::kBN) / blocks) *
-                   blocks;
-        if (kMode == kPartitioned) /* the blocks' parts of the segments (roc_count.cuh) */
-            ev->part.n_blocks = blocks;
+            step = ev->range_raw_total / (roc_gemm::kBM * roc_gemm::kBN) / blocks * blocks;
         for (int64_t t = 0; t < tiles; t += step) {
             PassParams q = p;
-            q.part.n_blocks = blocks;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
             feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q);
             EXT_CUDA_TRY(cudaGetLastError());
-            if (kMode == kPartitioned)
+            if (kMode == kPartitioned) {
+                partition_kernel<<<ev->part.n_blocks, kPartitionThreads,
+                                   RangeSorter::kSharedBytes, stream>>>(q);
+                EXT_CUDA_TRY(cudaGetLastError());
                 EXT_CUDA_TRY(drain_ranges(ev));
+            }
         }
         return merge_top();
     }
@@ -1572,22 +1631,24 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
     return cudaStreamSynchronize(stream);
 }
 
-/* Keys the partition's buffer holds: 16 a level (the drain's fixed work, its
- * counters, is then small beside its keys), at least 2^27 (512 MiB: launches
- * of 2^26 pairs, each ended by a drain, and their seams cost ~1%) and at
- * most 2^28. EXT_ROC_PARTITION_KIB, where set, replaces it (the tests make it
- * small, so that segments fill). */
+/* Keys the segments' buffer holds: 16 a level (the drain's fixed work, its
+ * counters, is then small beside its keys), at least 2^26 and at most 2^28;
+ * the raw buffer holds half as many (launches of 2^25 pairs and more, each
+ * partitioned and drained after it; their seams cost a few percent).
+ * EXT_ROC_PARTITION_KIB, where set, replaces it (the tests make it small, so
+ * that segments fill). */
 int64_t partition_keys(int64_t n_levels)
 {
     const int64_t kib = env_tuning("EXT_ROC_PARTITION_KIB", 1, 0);
     if (kib > 0)
         return kib * 1024 / int64_t(sizeof(uint32_t));
-    return std::min(std::max(16 * n_levels, int64_t(1) << 27), int64_t(1) << 28);
+    return std::min(std::max(16 * n_levels, int64_t(1) << 26), int64_t(1) << 28);
 }
 
 /* The ranges of the sorted level keys (host) for partitioned counting: each
- * range's lowest level, the index from a key to its range, the keys' buffer
- * and its segments, even at first. */
+ * range's lowest level, the index from a key to its range, the raw buffer
+ * (at least a tile for every pass block), the segments' buffer and its
+ * segments, even at first. */
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
 {
     cudaStream_t stream = ev->arena.stream();
@@ -1615,27 +1676,39 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
         index[b] = uint16_t(range(first) | (range(last) != range(first) ? kAmbiguous : 0));
     }
     ev->range_keys_total = partition_keys(U);
+    ev->range_raw_total = std::max(ev->range_keys_total / 2, int64_t(ev->pass_blocks) *
+                                                                 roc_gemm::kBM * roc_gemm::kBN);
+    EXT_CUDA_TRY(cudaFuncSetAttribute(partition_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(RangeSorter::kSharedBytes)));
+    int per_sm = 0;
+    EXT_CUDA_TRY(ext_blocks_per_sm(reinterpret_cast<const void *>(partition_kernel),
+                                   kPartitionThreads, RangeSorter::kSharedBytes, &per_sm));
+    const int sorter_blocks = std::max(1, per_sm) * ext_sm_count();
     EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_raw.allocate(ev->range_raw_total));
+    EXT_CUDA_TRY(ev->range_raw_count.allocate(1));
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_reserved.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(ev->pass_blocks) * n_ranges));
+    EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(sorter_blocks) * n_ranges));
     EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_starts.get(), starts.data(),
                                  n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
     EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_index.get(), index.data(),
                                  index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
-    segment_kernel<<<1, kMaxRanges, 0, stream>>>(ev->range_reserved.get(),
-                                                 ev->range_capacity.get(),
-                                                 ev->range_offset.get(), n_ranges,
-                                                 ev->range_keys_total);
+    segment_kernel<<<1, kMaxRanges, 0, stream>>>(
+        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
+        ev->range_keys_total, ev->range_raw_count.get());
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(kDrainShared)));
-    ev->part = RangePartition{n_ranges,
+    ev->part = RangePartition{ev->range_raw.get(),
+                              ev->range_raw_count.get(),
+                              n_ranges,
                               range_levels,
                               base,
                               shift,
@@ -1644,7 +1717,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                               ev->range_keys.get(),
                               ev->range_offset.get(),
                               ev->range_capacity.get(),
-                              ev->pass_blocks,
+                              sorter_blocks,
                               ev->range_block_used.get(),
                               ev->range_reserved.get()};
     /* the host vectors are copied before they go */
