@@ -48,7 +48,11 @@ constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest 
  * the kHalfTilePairs keys of a half tile at once with a block of
  * kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
-constexpr int kMaxRanges = 1024;
+constexpr int kMaxRanges = 1023;
+/* the partition's histogram slot of keys below the lowest level, after every
+ * range's: the sorting steps then go without a branch a key */
+constexpr int kDiscard = kMaxRanges;
+constexpr int kHistogram = kMaxRanges + 1;
 constexpr int kRangeBuckets = 2048;
 constexpr int kHalfTilePairs = 64 * 128;
 constexpr int kPartitionThreads = 128;
@@ -543,7 +547,7 @@ class RangeSorter {
   public:
     static constexpr int kKeys = kHalfTilePairs / kPartitionThreads; /* a thread's */
     /* starts, fill, used, segment base; the sorted keys; the index */
-    static constexpr size_t kSharedBytes = size_t(4 * kMaxRanges + kHalfTilePairs) *
+    static constexpr size_t kSharedBytes = size_t(4 * kHistogram + kHalfTilePairs) *
                                                sizeof(uint32_t) +
                                            size_t(kRangeBuckets + 2) * sizeof(uint16_t);
 
@@ -555,7 +559,7 @@ class RangeSorter {
 
     __device__ void begin_block()
     {
-        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x) {
+        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x) {
             starts()[r] = r < p_.part.n_ranges ? p_.part.starts[r] : 0xffffffffu;
             fill()[r] = 0;
             used()[r] = 0;
@@ -573,34 +577,31 @@ class RangeSorter {
         bool any = false;
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
-            int range[kLook];
+            int slot[kLook];
 #pragma unroll
             for (int u = 0; u < kLook; u++)
-                range[u] = range_of(max(key[u0 + u], lowest_));
+                slot[u] = histogram_slot(key[u0 + u]);
 #pragma unroll
-            for (int u = 0; u < kLook; u++)
-                if (key[u0 + u] >= lowest_) {
-                    atomicAdd(&fill()[range[u]], 1u);
-                    any = true;
-                }
+            for (int u = 0; u < kLook; u++) {
+                atomicAdd(&fill()[slot[u]], 1u);
+                any = any || key[u0 + u] >= lowest_;
+            }
         }
         if (!reserve_segments(any))
             return;
+        /* the keys sorted by range, those below the lowest level after them */
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
-            int range[kLook];
-            uint32_t slot[kLook];
+            int slot[kLook];
 #pragma unroll
             for (int u = 0; u < kLook; u++)
-                range[u] = range_of(max(key[u0 + u], lowest_));
+                slot[u] = histogram_slot(key[u0 + u]);
 #pragma unroll
             for (int u = 0; u < kLook; u++)
-                slot[u] = key[u0 + u] >= lowest_ ? atomicAdd(&fill()[range[u]], 1u) & 0xffffu
-                                                 : 0u;
+                slot[u] = atomicAdd(&fill()[slot[u]], 1u) & 0xffffu;
 #pragma unroll
             for (int u = 0; u < kLook; u++)
-                if (key[u0 + u] >= lowest_)
-                    sorted()[slot[u]] = key[u0 + u];
+                sorted()[slot[u]] = key[u0 + u];
         }
         __syncthreads();
         write_segments();
@@ -628,13 +629,21 @@ class RangeSorter {
 
   private:
     __device__ uint32_t *starts() const { return shared_; }
-    __device__ uint32_t *fill() const { return shared_ + kMaxRanges; }
-    __device__ uint32_t *used() const { return shared_ + 2 * kMaxRanges; }
-    __device__ uint32_t *segment_base() const { return shared_ + 3 * kMaxRanges; }
-    __device__ uint32_t *sorted() const { return shared_ + 4 * kMaxRanges; }
+    __device__ uint32_t *fill() const { return shared_ + kHistogram; }
+    __device__ uint32_t *used() const { return shared_ + 2 * kHistogram; }
+    __device__ uint32_t *segment_base() const { return shared_ + 3 * kHistogram; }
+    __device__ uint32_t *sorted() const { return shared_ + 4 * kHistogram; }
     __device__ uint16_t *range_index() const
     {
-        return reinterpret_cast<uint16_t *>(shared_ + 4 * kMaxRanges + kHalfTilePairs);
+        return reinterpret_cast<uint16_t *>(shared_ + 4 * kHistogram + kHalfTilePairs);
+    }
+
+    /* A key's histogram slot: its range, or kDiscard below the lowest level
+     * (ROC_NO_KEY among them), chosen without a branch. */
+    __device__ __forceinline__ int histogram_slot(uint32_t key) const
+    {
+        const int range = range_of(max(key, lowest_));
+        return key >= lowest_ ? range : kDiscard;
     }
 
     /* After the histogram: false where no key was above the lowest level.
@@ -646,22 +655,29 @@ class RangeSorter {
      * bits the slot where the keys that still fit end. */
     __device__ bool reserve_segments(bool any)
     {
-        if (!__syncthreads_or(any))
+        if (!__syncthreads_or(any)) {
+            if (threadIdx.x == 0) /* only the discarded keys were counted */
+                fill()[kDiscard] = 0;
+            __syncthreads();
             return false;
+        }
         using Scan = cub::BlockScan<uint32_t, kPartitionThreads>;
         __shared__ typename Scan::TempStorage scan;
-        constexpr int kPer = kMaxRanges / kPartitionThreads;
-        uint32_t count[kPer], first[kPer];
+        constexpr int kPer = kHistogram / kPartitionThreads;
+        static_assert(kHistogram % kPartitionThreads == 0, "the histogram in whole threads");
+        uint32_t count[kPer], first[kPer], all;
 #pragma unroll
         for (int i = 0; i < kPer; i++)
             count[i] = fill()[threadIdx.x * kPer + i];
-        Scan(scan).ExclusiveSum(count, first, n_above_);
+        const uint32_t discarded = fill()[kDiscard]; /* read before the scan's barriers */
+        Scan(scan).ExclusiveSum(count, first, all);
+        n_above_ = all - discarded; /* the discarded keys sort last */
         const uint32_t part = blockIdx.x;
 #pragma unroll
         for (int i = 0; i < kPer; i++) {
             const int r = threadIdx.x * kPer + i;
             uint32_t fits = 0;
-            if (count[i]) {
+            if (count[i] && r != kDiscard) {
                 const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
                 const uint32_t taken = used()[r];
                 used()[r] = taken + count[i];
@@ -704,7 +720,7 @@ class RangeSorter {
             }
         }
         __syncthreads(); /* every thread's limits read */
-        for (int r = threadIdx.x; r < kMaxRanges; r += blockDim.x)
+        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x)
             fill()[r] = 0;
         __syncthreads(); /* zero before the next half tile's histogram */
     }

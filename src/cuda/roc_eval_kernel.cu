@@ -417,12 +417,12 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
  * each range asked for since the last drain, plus a quarter of an even share
  * (so every range keeps room, and after no demand at all the shares are
  * even); the demand and the raw half tiles zeroed. */
-__global__ void __launch_bounds__(kMaxRanges)
+__global__ void __launch_bounds__(kHistogram)
     segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset, int n_ranges,
                    int64_t total, uint32_t *raw_count)
 {
-    using Reduce = cub::BlockReduce<unsigned long long, kMaxRanges>;
-    using Scan = cub::BlockScan<unsigned long long, kMaxRanges>;
+    using Reduce = cub::BlockReduce<unsigned long long, kHistogram>;
+    using Scan = cub::BlockScan<unsigned long long, kHistogram>;
     __shared__ union {
         typename Reduce::TempStorage reduce;
         typename Scan::TempStorage scan;
@@ -1367,7 +1367,7 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads, kDrainShared,
                    stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
-    segment_kernel<<<1, kMaxRanges, 0, stream>>>(
+    segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
         ev->range_keys_total, ev->range_raw_count.get());
     return cudaGetLastError();
@@ -1700,7 +1700,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                  index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
-    segment_kernel<<<1, kMaxRanges, 0, stream>>>(
+    segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
         ev->range_keys_total, ev->range_raw_count.get());
     EXT_CUDA_TRY(cudaGetLastError());
