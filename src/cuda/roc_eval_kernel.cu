@@ -283,8 +283,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 4) partition_kernel(const P
  * partition's blocks filled, and holds the range's levels, a count and a
  * lowest key for each of its gaps, and an index of kDrainBuckets buckets over
  * its levels in shared memory; a key's gap is then a bucket and a step or two
- * of bisection, and its count a shared atomic. The block adds its counters into the global ones
- * at its end.
+ * of bisection, and its count a shared atomic. The block adds its counters
+ * into the global ones at its end.
  */
 constexpr int kDrainThreads = 512;
 constexpr int kMaxDrainParts = 1024; /* a drain block's parts: drain_ranges' slices see to it */
@@ -1090,8 +1090,9 @@ struct roc_eval_cuda {
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
           top_count(arena), block_top_count(arena), range_starts(arena), range_raw(arena),
-          range_raw_count(arena), range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
-          range_reserved(arena), range_index(arena),
+          range_raw_count(arena), range_keys(arena), range_offset(arena),
+          range_capacity(arena), range_block_used(arena), range_reserved(arena),
+          range_index(arena),
           edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
