@@ -230,7 +230,8 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                                              n0 + c + u < op.n_end && counted(p, row, n0 + c + u));
                         };
                         __stcs(reinterpret_cast<uint4 *>(raw + e),
-                               make_uint4(counter.raw_key(v.x, use(0)), counter.raw_key(v.y, use(1)),
+                               make_uint4(counter.raw_key(v.x, use(0)),
+                                          counter.raw_key(v.y, use(1)),
                                           counter.raw_key(v.z, use(2)),
                                           counter.raw_key(v.w, use(3))));
                     }
