@@ -5,7 +5,8 @@
     compute-sanitizer --tool racecheck python3 dev/sanitize_roc.py --race
 
 (--small leaves out the 2000 x 2000 case; --race makes one call of each
-kernel that shares memory between threads, since racecheck is slow.)
+kernel that shares memory between threads, since racecheck is slow;
+--partition runs only the partitioned count's calls, with any tool.)
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
@@ -218,6 +219,9 @@ def race_cases(generator):
 
 def main():
     generator = torch.Generator(device="cuda").manual_seed(0)
+    if "--partition" in sys.argv[1:]:
+        print("sanitize_roc: %d calls ran" % partition_cases(generator))
+        return
     if "--race" in sys.argv[1:]:
         print("sanitize_roc: %d calls ran" % race_cases(generator))
         return
