@@ -55,7 +55,7 @@ constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
 constexpr int kRangeBuckets = 2048;
 constexpr int kHalfTilePairs = 64 * 128;
-constexpr int kPartitionThreads = 128;
+constexpr int kPartitionThreads = 256;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
 /* The ranges, and the device buffers their keys wait in until the drain. */
