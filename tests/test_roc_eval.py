@@ -716,6 +716,42 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tail", [True, False])
+def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
+    """20,000 genuine levels from features, without EXT_ROC_PARTITION_LEVELS:
+    the first operand block is counted with global counters, then by
+    partition only where half of its pairs or more lay at or above the lowest
+    level (a tail of genuine scores among the impostors), which the
+    partition's buffers (256 MiB and more) show in the memory peak. Small
+    operand blocks make several blocks, so both counts add into one result."""
+    n_ids, per_id, dim = 5000, 4, 16
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)
+    feat_q = rng.normal(size=(n_ids, dim)).astype(np.float32)
+    feat_g = feat_q[labels_g] + 0.3 * rng.normal(size=(n_ids * per_id, dim)).astype(np.float32)
+    if tail:
+        feat_g[::8] = rng.normal(size=(len(feat_g[::8]), dim))
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q[labels_q], feat_g=feat_g,
+                  similarity="cosine")
+    cpu = roc.evaluate(**kwargs)
+    assert len(cpu.counts["genuine_scores"]) > 8192
+    below_lowest = cpu.counts["impostor_between"][0] / cpu.n_impostor
+    assert below_lowest < 0.01 if tail else below_lowest > 0.99
+    monkeypatch.delenv("EXT_ROC_PARTITION_LEVELS", raising=False)
+    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "256")
+    gpu = roc.evaluate(**{k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+                          for k, v in kwargs.items()})
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+    partition_bytes = 256 << 20
+    if tail:
+        assert gpu.device_bytes_peak > partition_bytes
+    else:
+        assert gpu.device_bytes_peak < partition_bytes
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("features", ["integer dot", "normal cosine"])
 @pytest.mark.parametrize("mode", ["exact", "binned"])
 def test_gpu_more_levels_than_shared_counters(rng, features, mode):

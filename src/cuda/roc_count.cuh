@@ -13,13 +13,13 @@
  * their reads are in flight together and the instructions a pair costs stay
  * few.
  *
- * Where there are more levels than the global counters keep in L2 (2^20,
- * roc_eval_kernel.cu's partition_levels), the feature pass counts exactly by
- * partition (kPartitioned) instead: a half tile with any pair above the lowest
- * level is written raw to a buffer; roc_eval_kernel.cu's partition kernel
- * (RangeSorter) sorts those keys by range of consecutive levels into each
- * range's segment of another buffer, and its drain counts each range's keys
- * in shared memory. Two scattered atomics a pair had made the hard count
+ * Where there are more levels than the shared counters hold and most pairs
+ * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
+ * counts exactly by partition (kPartitioned) instead: a half tile with any
+ * pair above the lowest level is written raw to a buffer; roc_eval_kernel.cu's
+ * partition kernel (RangeSorter) sorts those keys by range of consecutive
+ * levels into each range's segment of another buffer, and its drain counts
+ * each range's keys in shared memory. Two scattered atomics a pair had made the hard count
  * L2-bound (ncu: 77% L2 throughput), and the sorting steps inside the tile
  * pass were latency-bound at its 8 warps a multiprocessor (dev/NOTES.md). A
  * key whose segment is full is counted directly, the old way, so the counts

@@ -401,7 +401,11 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
                     atomicAdd(&d.at[first + i], 1ull);
                 } else {
                     atomicAdd(&count[i - 1], 1u);
-                    atomicMin(&lowest[i - 1], key[u]);
+                    /* a gap's lowest only falls: after its first few keys
+                     * nearly every one is above it, and a read is cheaper
+                     * than an atomic */
+                    if (key[u] < lowest[i - 1])
+                        atomicMin(&lowest[i - 1], key[u]);
                 }
             }
         }
@@ -1067,6 +1071,9 @@ struct roc_eval_cuda {
      * the ranges the keys are partitioned by, the raw half tiles' buffer and
      * the segments' (roc_count.cuh); part.n_ranges = 0 where not */
     RangePartition part{};
+    /* may partition, not forced: the first operand block is counted
+     * directly (probed) and its pairs choose (choose_count) */
+    bool probe_partition = false, probed = false;
     Buffer<uint32_t> range_starts, range_raw, range_raw_count, range_keys, range_offset,
         range_capacity, range_block_used, range_reserved;
     Buffer<uint16_t> range_index;
@@ -1288,21 +1295,20 @@ size_t counters_max(const roc_eval_cuda *ev)
     return std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
 }
 
-/* Levels from which exact mode counts the feature pass's pairs by partition:
- * below, the global gap counters stay in L2 and the direct count measured as
- * fast or faster (10,000 x 2.6M hard, 40,000 levels: 1255 ms direct, 1280-1500
- * ms partitioned; dev/NOTES.md). EXT_ROC_PARTITION_LEVELS, where set,
- * replaces it (the tests make it 0). */
-int64_t partition_levels()
+/* Where EXT_ROC_PARTITION_LEVELS is set (the tests make it 0): the levels
+ * beyond which exact mode counts the feature pass's pairs by partition from
+ * the first pair on. Else -1: the first operand block's pairs choose
+ * (choose_count). */
+int64_t forced_partition_levels()
 {
-    return env_tuning("EXT_ROC_PARTITION_LEVELS", 0, kSortedLevels);
+    return env_tuning("EXT_ROC_PARTITION_LEVELS", 0, -1);
 }
 
-/* Whether exact mode counts the feature pass's pairs by partition: features
- * (not a score matrix or list), more levels than the shared counters hold and
- * than partition_levels(), no more than the ranges hold, and room for the
- * partition's and the drain's shared memory. */
-bool partitioned(const roc_eval_cuda *ev, int64_t n_levels)
+/* Whether exact mode may count the feature pass's pairs by partition:
+ * features (not a score matrix or list), more levels than the shared counters
+ * hold, no more than the ranges hold, and room for the partition's and the
+ * drain's shared memory. */
+bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
 {
     const roc_source &s = ev->src;
     int optin = 0;
@@ -1311,7 +1317,6 @@ bool partitioned(const roc_eval_cuda *ev, int64_t n_levels)
         optin = 0;
     return s.mode == kExact && !s.list && s.score == nullptr &&
            size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
-           n_levels > partition_levels() &&
            n_levels <= int64_t(kMaxRanges) * kRangeLevels &&
            std::max(RangeSorter::kSharedBytes, kDrainShared + kMaxDrainParts * sizeof(uint32_t)) +
                    kStaticSharedMargin <= size_t(optin);
@@ -1764,10 +1769,44 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.get(), 0xff, (U + 1) * sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.get(), 0, sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.get(), 0, sizeof(unsigned long long), stream));
-    if (partitioned(ev, U))
-        EXT_CUDA_TRY(set_ranges(ev, levels->keys));
+    ev->probe_partition = ev->probed = false;
+    if (can_partition(ev, U)) {
+        const int64_t forced = forced_partition_levels();
+        if (forced < 0)
+            ev->probe_partition = true;
+        else if (U > forced)
+            EXT_CUDA_TRY(set_ranges(ev, levels->keys));
+    }
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);
+}
+
+/* After the first operand block's pairs were counted directly (may-partition
+ * exact mode without EXT_ROC_PARTITION_LEVELS): partition from now on where
+ * at least half of them lay at or above the lowest level. The direct count
+ * costs such a pair 22-64 ps (40,000 to 4M levels: L2's scattered atomics),
+ * the partition ~8 ps every pair plus ~7 each it keeps (H100, dev/NOTES.md),
+ * so the level count alone does not tell (1e10: 200,000 levels, 0.2% of the
+ * pairs above). One synchronization an evaluation; the buffers only where
+ * partitioned. */
+cudaError_t choose_count(roc_eval_cuda *ev)
+{
+    ev->probe_partition = false;
+    cudaStream_t stream = ev->arena.stream();
+    unsigned long long totals[2] = {0, 0}, below = 0;
+    EXT_CUDA_TRY(cudaMemcpyAsync(totals, ev->totals.get(), sizeof totals, cudaMemcpyDeviceToHost,
+                                 stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->gap.get(), sizeof below, cudaMemcpyDeviceToHost,
+                                 stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    const unsigned long long scored = totals[0] - totals[1];
+    if (scored == 0 || 2 * (scored - below) < scored)
+        return cudaSuccess;
+    std::vector<uint32_t> keys(size_t(ev->n_levels));
+    EXT_CUDA_TRY(cudaMemcpyAsync(keys.data(), ev->levels.get(), keys.size() * sizeof(uint32_t),
+                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    return set_ranges(ev, keys.data());
 }
 
 } // namespace
@@ -1826,7 +1865,14 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         p.n_gallery = n;
     if (list && ev->src.score && ev->src.mode == kExact && ev->n_levels > kSortedLevels)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
-    auto pass = [&](const PassParams &q, const Operands *op) {
+    auto pass = [&](const PassParams &given, const Operands *op) -> cudaError_t {
+        if (ev->probe_partition && op) {
+            if (ev->probed)
+                EXT_CUDA_TRY(choose_count(ev));
+            ev->probed = true;
+        }
+        PassParams q = given;
+        q.part = ev->part; /* choose_count may have set it up since `p` */
         if (ev->src.mode == kCurve)
             return launch_pass<kCurve>(ev, q, row_begin, op);
         if (ev->src.mode == kExact && ev->part.n_ranges > 0 && op)
