@@ -323,14 +323,10 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
         return;
     const int64_t first = int64_t(r) * d.range_levels;
     const int n_range = int(min(d.range_levels, d.n_levels - first));
-    /* lowest starts from each gap's lowest key so far, so that the few gaps
-     * whose lowest this launch lowers are the only ones written back (the
-     * atomics of that write-back, a drain block's every gap each launch, were
-     * about half the drain's fixed cost a launch: ~100 us at 4M levels) */
     for (int i = threadIdx.x; i < n_range; i += blockDim.x) {
         level[i] = d.levels[first + i];
         count[i] = 0;
-        lowest[i] = d.gap_min[first + i + 1];
+        lowest[i] = 0xffffffffu;
     }
     __syncthreads();
     /* bucket b holds keys lo + (b << shift) ..; index[b] is the first level at
@@ -411,13 +407,10 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
         }
     }
     __syncthreads();
-    /* gap_min only falls (other blocks may lower it meanwhile): a lowest
-     * at or above what it holds changes nothing */
     for (int j = threadIdx.x; j < n_range; j += blockDim.x)
         if (count[j]) {
             atomicAdd(&d.gap[first + j + 1], (unsigned long long)count[j]);
-            if (lowest[j] < d.gap_min[first + j + 1])
-                atomicMin(&d.gap_min[first + j + 1], lowest[j]);
+            atomicMin(&d.gap_min[first + j + 1], lowest[j]);
         }
 }
 
@@ -1363,13 +1356,10 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
 {
     cudaStream_t stream = ev->arena.stream();
     const int n_ranges = ev->part.n_ranges;
-    /* as many slices a range as one wave of two blocks a multiprocessor
-     * holds, at least one, and each with at most kMaxDrainParts parts: every
-     * block adds each of its range's 8,192 counters into the global ones, so
-     * slices past one wave cost more than they spread (at 4M levels, two
-     * slices a range took ~100 us a launch in fixed costs) */
+    /* about four blocks a multiprocessor in all (two waves), each with at most
+     * kMaxDrainParts parts */
     const int slices = std::max(
-        std::min(ev->part.n_blocks, std::max(1, 2 * ext_sm_count() / n_ranges)),
+        std::min(ev->part.n_blocks, std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges)),
         (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
     const DrainParams d{ev->levels.get(),         ev->n_levels,
                         ev->part.range_levels,    ev->range_keys.get(),
