@@ -89,7 +89,7 @@ def partition_cases(generator):
     feat_q = torch.randn(200, 16, device="cuda", generator=generator)
     feat_g = torch.randn(300, 16, device="cuda", generator=generator)
     ran = 0
-    os.environ["EXT_ROC_PARTITION_LEVELS"] = "0"  # by default from 2^20 levels
+    os.environ["EXT_ROC_PARTITION_LEVELS"] = "0"  # else only after a first operand block
     for kib in (None, "4"):
         if kib:
             os.environ["EXT_ROC_PARTITION_KIB"] = kib

@@ -703,7 +703,7 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
         (features == "integer dot" and len(cpu.counts["genuine_scores"]) > 8192)
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
-    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # by default from 2^20 levels
+    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # else only after a first operand block
     for buffer_kib in (None, "64"):
         if buffer_kib:
             monkeypatch.setenv("EXT_ROC_PARTITION_KIB", buffer_kib)
