@@ -1765,6 +1765,9 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.get(), 0xff, (U + 1) * sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.get(), 0, sizeof(uint32_t), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.get(), 0, sizeof(unsigned long long), stream));
+    /* a second call (the distributed evaluation's gathered levels) starts
+     * over: no ranges of the first levels survive it */
+    ev->part = RangePartition{};
     ev->probe_partition = ev->probed = false;
     if (can_partition(ev, U)) {
         const int64_t forced = forced_partition_levels();
