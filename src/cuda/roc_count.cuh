@@ -19,11 +19,11 @@
  * pair above the lowest level is written raw to a buffer; roc_eval_kernel.cu's
  * partition kernel (RangeSorter) sorts those keys by range of consecutive
  * levels into each range's segment of another buffer, and its drain counts
- * each range's keys in shared memory. Two scattered atomics a pair had made the hard count
- * L2-bound (ncu: 77% L2 throughput), and the sorting steps inside the tile
- * pass were latency-bound at its 8 warps a multiprocessor (dev/NOTES.md). A
- * key whose segment is full is counted directly, the old way, so the counts
- * stay exact however the keys fall.
+ * each range's keys in shared memory. Two scattered atomics a pair had made
+ * the hard count L2-bound (ncu: 77% L2 throughput), and the sorting steps
+ * inside the tile pass were latency-bound at its 8 warps a multiprocessor
+ * (dev/NOTES.md). A key whose segment is full is counted directly, the old
+ * way, so the counts stay exact however the keys fall.
  */
 #ifndef ROC_COUNT_CUH
 #define ROC_COUNT_CUH
