@@ -141,6 +141,21 @@ inline size_t counter_bytes(int mode, const PassParams &p)
     return 0;
 }
 
+/* (key, count) becomes the higher of it and (other_key, other_count), the
+ * counts added where the keys are equal; a count of 0 is no key at all. */
+__device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
+                                          uint32_t other_key, unsigned long long other_count)
+{
+    if (other_count == 0)
+        return;
+    if (count == 0 || other_key > key) {
+        key = other_key;
+        count = other_count;
+    } else if (other_key == key) {
+        count += other_count;
+    }
+}
+
 /* Counts the pairs one thread sees, then the block's, into the globals.
  * Exact mode keeps the current run of pairs that fall in one gap (most
  * impostors of a row share a few gaps) and flushes it when the gap changes. */
@@ -509,20 +524,6 @@ template <int kMode> class Counter {
                 p_.block_top_key[blockIdx.x] = key;
                 p_.block_top_count[blockIdx.x] = count;
             }
-        }
-    }
-
-    static __device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
-                                                     uint32_t other_key,
-                                                     unsigned long long other_count)
-    {
-        if (other_count == 0)
-            return;
-        if (count == 0 || other_key > key) {
-            key = other_key;
-            count = other_count;
-        } else if (other_key == key) {
-            count += other_count;
         }
     }
 

@@ -454,24 +454,27 @@ __global__ void __launch_bounds__(kHistogram)
         *raw_count = 0;
 }
 
-/* Merges the blocks' top keys into the running (key, count). */
+/* Merges the blocks' top keys into the running (key, count): one warp, each
+ * lane a stride of the blocks, then the lanes (one thread walking a thousand
+ * blocks took 35 us, H100). */
 __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long long *block_count,
                                  int n_blocks, uint32_t *top_key, unsigned long long *top_count)
 {
-    uint32_t key = *top_key;
-    unsigned long long count = *top_count;
-    for (int b = 0; b < n_blocks; b++) {
-        if (block_count[b] == 0)
-            continue;
-        if (count == 0 || block_key[b] > key) {
-            key = block_key[b];
-            count = block_count[b];
-        } else if (block_key[b] == key) {
-            count += block_count[b];
-        }
+    uint32_t key = 0;
+    unsigned long long count = 0;
+    if (threadIdx.x == 0) {
+        key = *top_key;
+        count = *top_count;
     }
-    *top_key = key;
-    *top_count = count;
+    for (int b = threadIdx.x; b < n_blocks; b += 32)
+        merge_top(key, count, block_key[b], block_count[b]);
+    for (int offset = 16; offset > 0; offset /= 2)
+        merge_top(key, count, __shfl_down_sync(0xffffffffu, key, offset),
+                  __shfl_down_sync(0xffffffffu, count, offset));
+    if (threadIdx.x == 0) {
+        *top_key = key;
+        *top_count = count;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1406,7 +1409,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     auto merge_top = [&]() {
         if (kMode != kExact && kMode != kPartitioned)
             return cudaSuccess;
-        merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(),
+        merge_top_kernel<<<1, 32, 0, stream>>>(ev->block_top_key.get(),
                                               ev->block_top_count.get(), blocks,
                                               ev->top_key.get(), ev->top_count.get());
         return cudaGetLastError();
@@ -1567,7 +1570,7 @@ cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *sc
         count_slots_kernel<<<grid_for(host_runs), kThreads, 0, stream>>>(
             unique_slots.get(), merged.get(), n_runs.get(), p);
         EXT_CUDA_TRY(cudaGetLastError());
-        merge_top_kernel<<<1, 1, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(),
+        merge_top_kernel<<<1, 32, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(),
                                               1, ev->top_key.get(), ev->top_count.get());
         EXT_CUDA_TRY(cudaGetLastError());
     }
