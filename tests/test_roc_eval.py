@@ -668,7 +668,7 @@ def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("features", ["integer dot", "normal cosine", "outliers"])
+@pytest.mark.parametrize("features", ["integer dot", "normal cosine", "outliers", "binades"])
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     """Tens of thousands of genuine levels from features: the partitioned
@@ -677,7 +677,9 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     segments fill (the keys past them are counted directly). Integer features
     scored by dot products put many impostors exactly on a level; normal ones
     spread the levels among the impostors; "outliers" keeps every genuine score
-    high but a few, so the impostors above the lowest level crowd one range."""
+    high but a few, so the impostors above the lowest level crowd one range;
+    "binades" scales the features by 2^-20 to 2^20, so the scores of either sign
+    span far more than the 16 octaves of the partition's range index."""
     n_ids, per_id = (5000, 4) if source == "features" else (3000, 4)
     labels_g = np.repeat(np.arange(n_ids), per_id)
     labels_q = rng.permutation(n_ids)
@@ -685,6 +687,11 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     if features == "integer dot":
         feat_q = rng.integers(-120, 121, (n_ids, dim)).astype(np.float32)
         feat_g = rng.integers(-120, 121, (n_ids * per_id, dim)).astype(np.float32)
+        kwargs = dict(similarity="dot")
+    elif features == "binades":
+        feat_q, feat_g = (rng.normal(size=(n, dim)) * 2.0 ** rng.integers(-20, 21, (n, 1))
+                          for n in (n_ids, n_ids * per_id))
+        feat_q, feat_g = feat_q.astype(np.float32), feat_g.astype(np.float32)
         kwargs = dict(similarity="dot")
     else:
         feat_q = rng.normal(size=(n_ids, dim)).astype(np.float32)
