@@ -45,7 +45,7 @@ constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest 
  * (the last fewer), whose counters fill a drain block's shared memory; the
  * partition kernel keeps the ranges' lowest levels and an index of
  * kRangeBuckets buckets from a key to its range in shared memory, and sorts
- * the kHalfTilePairs keys of a half tile at once with a block of
+ * the kSortKeys keys of two half tiles at once with a block of
  * kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
 constexpr int kMaxRanges = 1023;
@@ -55,7 +55,11 @@ constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
 constexpr int kRangeBuckets = 2048;
 constexpr int kHalfTilePairs = 64 * 128;
-constexpr int kPartitionThreads = 256;
+/* the partition sorts two half tiles at once: each range's keys of them
+ * are one part of its segment, and bigger parts keep the drain's lanes busy
+ * (dev/NOTES.md) */
+constexpr int kSortKeys = 2 * kHalfTilePairs;
+constexpr int kPartitionThreads = 512;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
 /* The ranges, and the device buffers their keys wait in until the drain. */
@@ -539,16 +543,16 @@ template <int kMode> class Counter {
     bool any_above_ = false;
 };
 
-/* The partition kernel's work (roc_eval_kernel.cu): each raw half tile's
- * keys, held in registers, sorted by range in shared memory and written to
- * the ranges' segments in three steps: a histogram of the ranges, a scan of it
- * with each range's room in the block's part of its segment, and a scatter.
+/* The partition kernel's work (roc_eval_kernel.cu): two raw half tiles' keys
+ * at a time, held in registers, sorted by range in shared memory and written
+ * to the ranges' segments in three steps: a histogram of the ranges, a scan of
+ * it with each range's room in the block's part of its segment, and a scatter.
  * ROC_NO_KEY (below the lowest level) is skipped. */
 class RangeSorter {
   public:
-    static constexpr int kKeys = kHalfTilePairs / kPartitionThreads; /* a thread's */
+    static constexpr int kKeys = kSortKeys / kPartitionThreads; /* a thread's */
     /* starts, fill, used, segment base; the sorted keys; the index */
-    static constexpr size_t kSharedBytes = size_t(4 * kHistogram + kHalfTilePairs) *
+    static constexpr size_t kSharedBytes = size_t(4 * kHistogram + kSortKeys) *
                                                sizeof(uint32_t) +
                                            size_t(kRangeBuckets + 2) * sizeof(uint16_t);
 
@@ -570,7 +574,7 @@ class RangeSorter {
         __syncthreads();
     }
 
-    /* One half tile's keys, kKeys a thread; every thread calls it. */
+    /* Two half tiles' keys (kSortKeys), kKeys a thread; every thread calls it. */
     __device__ void sort(const uint32_t (&key)[kKeys])
     {
         /* the histogram, kLook lookups at once so that their reads overlap */
@@ -636,7 +640,7 @@ class RangeSorter {
     __device__ uint32_t *sorted() const { return shared_ + 4 * kHistogram; }
     __device__ uint16_t *range_index() const
     {
-        return reinterpret_cast<uint16_t *>(shared_ + 4 * kHistogram + kHalfTilePairs);
+        return reinterpret_cast<uint16_t *>(shared_ + 4 * kHistogram + kSortKeys);
     }
 
     /* A key's histogram slot: its range, or kDiscard below the lowest level
@@ -694,7 +698,7 @@ class RangeSorter {
 
     /* After the scatter: the sorted keys to their segments, those past a full
      * segment's end counted directly, kWrite a thread at once; the histogram
-     * zeroed for the next half tile. */
+     * zeroed for the next keys. */
     __device__ void write_segments()
     {
         constexpr int kWrite = 4;
@@ -723,7 +727,7 @@ class RangeSorter {
         __syncthreads(); /* every thread's limits read */
         for (int r = threadIdx.x; r < kHistogram; r += blockDim.x)
             fill()[r] = 0;
-        __syncthreads(); /* zero before the next half tile's histogram */
+        __syncthreads(); /* zero before the next keys' histogram */
     }
 
     /* The range of a key at or above the lowest level. Its bucket's entry is
@@ -768,7 +772,7 @@ class RangeSorter {
     const PassParams &p_;
     uint32_t *shared_;
     uint32_t lowest_ = 0, highest_ = 0;
-    uint32_t n_above_ = 0; /* keys of the half tile above the lowest level */
+    uint32_t n_above_ = 0; /* keys of the two half tiles above the lowest level */
 };
 
 } // namespace roc_count

@@ -250,24 +250,29 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 /*
  * Partitioned exact counting (roc_count.cuh): the partition sorts the raw half
  * tiles the feature pass wrote by range into the ranges' segments, persistent
- * blocks a half tile at a time, the keys streamed in (read once).
+ * blocks two half tiles at a time, the keys streamed in (read once).
  */
-__global__ void __launch_bounds__(kPartitionThreads, 4) partition_kernel(const PassParams p)
+__global__ void __launch_bounds__(kPartitionThreads, 2) partition_kernel(const PassParams p)
 {
     extern __shared__ uint32_t sorter_shared[];
     RangeSorter sorter(p, sorter_shared);
-    const uint32_t n_half_tiles = *p.part.raw_count;
-    if (blockIdx.x >= n_half_tiles) { /* uniform in the block; every block where none */
+    const uint32_t n_keys = *p.part.raw_count * uint32_t(kHalfTilePairs);
+    if (blockIdx.x * uint32_t(kSortKeys) >= n_keys) { /* uniform in the block */
         sorter.end_empty();
         return;
     }
     sorter.begin_block();
-    for (uint32_t h = blockIdx.x; h < n_half_tiles; h += gridDim.x) {
-        const uint4 *raw = reinterpret_cast<const uint4 *>(p.part.raw + size_t(h) * kHalfTilePairs);
+    for (uint32_t at = blockIdx.x * uint32_t(kSortKeys); at < n_keys;
+         at += gridDim.x * uint32_t(kSortKeys)) {
+        /* two half tiles from `at`, or one where it is the last: the keys
+         * past it are ROC_NO_KEY (discarded) */
+        const uint4 *raw = reinterpret_cast<const uint4 *>(p.part.raw + at);
+        const uint32_t n_raw4 = min(n_keys - at, uint32_t(kSortKeys)) / 4;
         uint32_t key[RangeSorter::kKeys];
 #pragma unroll
         for (int i = 0; i < RangeSorter::kKeys / 4; i++) {
-            const uint4 v = __ldcs(raw + i * kPartitionThreads + threadIdx.x);
+            const uint32_t v4 = i * kPartitionThreads + threadIdx.x;
+            const uint4 v = v4 < n_raw4 ? __ldcs(raw + v4) : make_uint4(0, 0, 0, 0);
             key[4 * i] = v.x;
             key[4 * i + 1] = v.y;
             key[4 * i + 2] = v.z;
