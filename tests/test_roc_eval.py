@@ -679,7 +679,7 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     spread the levels among the impostors; "outliers" keeps every genuine score
     high but a few, so the impostors above the lowest level crowd one range;
     "binades" scales the features by 2^-20 to 2^20, so the scores of either sign
-    span far more than the 16 octaves of the partition's range index."""
+    span some 80 octaves, from tiny magnitudes to huge ones."""
     n_ids, per_id = (5000, 4) if source == "features" else (3000, 4)
     labels_g = np.repeat(np.arange(n_ids), per_id)
     labels_q = rng.permutation(n_ids)
