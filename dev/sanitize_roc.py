@@ -11,7 +11,8 @@ kernel that shares memory between threads, since racecheck is slow;
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
 histogram dtype. evaluate/roc_curve:
-every mode from a score matrix and from features, one set and two, partial
+every mode from a score matrix and from features, one set and two, int64,
+int32 and float labels, partial
 tiles, shared-memory and global counters, pair_scores; the feature
 operands prepared a block at a time (EXT_ROC_OPERAND_KIB); ordered same-set
 pairs and a shard of a set's rows; the partitioned exact count (tens of
@@ -68,6 +69,10 @@ def evaluator_cases(generator, small):
             if n_query * n_gallery <= 40000:
                 roc.roc_curve(labels_q, labels_g, chunk=5000, **source)
                 ran += 1
+        # int32 labels (a 32-bit sort of the gallery) and float ones (their bits)
+        for cast in (torch.int32, torch.float32):
+            roc.evaluate(labels_q.to(cast), labels_g.to(cast), score=score)
+            ran += 1
         labels = torch.cat([labels_q, labels_q, labels_q + 1])
         feats = torch.cat([feat_q, feat_q + 0.1, feat_q - 0.1])
         for mode in ("exact", "binned"):

@@ -43,15 +43,17 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *                         the caller may reduce them in place across processes)
  *   roc_eval_summarize    the curve, AUC, EER and TAR@FAR from the host counts
  *
- * Labels come as dense codes: codes_q (Q,) and codes_g (G,) int32 in
- * [0, n_codes); pair (i, j) is genuine when codes_q[i] == codes_g[j]. With
- * same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
- * gallery's own set (all of it, or one process's shard): codes_q and feat_q
- * are those rows of codes_g and feat_g (or of the score matrix's set), pair
+ * Labels come as integers: labels_q (Q,) and labels_g (G,), both int32 or both
+ * int64, any values; pair (i, j) is genuine when labels_q[i] == labels_g[j].
+ * (The Python side passes integer labels as they are, float labels as the
+ * bits of their float64 value.) With same_set, the queries are rows
+ * row_offset .. row_offset + Q - 1 of the gallery's own set (all of it, or one
+ * process's shard): labels_q and feat_q are those rows of labels_g and feat_g
+ * (or of the score matrix's set), pair
  * (i, j) means set entries (row_offset + i, j), and only j > row_offset + i
  * counts (ROC_SAME_SET_UNORDERED, each unordered pair once) or every
  * j != row_offset + i (ROC_SAME_SET_ORDERED, each unordered pair twice, as
- * IFRT counts). The evaluator runs on the device of codes_q (CPU or CUDA), on
+ * IFRT counts). The evaluator runs on the device of labels_q (CPU or CUDA), on
  * `stream` for CUDA; it keeps the descriptors' data pointers, so the tensors
  * must outlive it.
  *
@@ -147,7 +149,7 @@ typedef struct {
 } roc_summary;
 
 int roc_eval_create(roc_eval **out /* OUT */, const roc_eval_config *config,
-                    const ext_tensor *codes_q, const ext_tensor *codes_g, int64_t n_codes,
+                    const ext_tensor *labels_q, const ext_tensor *labels_g,
                     const ext_tensor *score, const ext_tensor *feat_q,
                     const ext_tensor *feat_g, void *stream);
 /* The evaluator of a list of N pairs instead of all (query, gallery) pairs:

@@ -223,8 +223,8 @@ static int check_placement(const char *fn, const ext_arg *args, int n_args)
     return EXT_OK;
 }
 
-static int check_create(const roc_eval_config *config, const ext_tensor *codes_q,
-                        const ext_tensor *codes_g, int64_t n_codes, const ext_tensor *score,
+static int check_create(const roc_eval_config *config, const ext_tensor *labels_q,
+                        const ext_tensor *labels_g, const ext_tensor *score,
                         const ext_tensor *feat_q, const ext_tensor *feat_g, const char *fn)
 {
     int st;
@@ -233,11 +233,16 @@ static int check_create(const roc_eval_config *config, const ext_tensor *codes_q
     if ((score == NULL) == (feat_q == NULL) || (feat_q == NULL) != (feat_g == NULL))
         return ext_fail(EXT_ERR_VALUE, "%s: give either score, or feat_q and feat_g", fn);
 
-    ext_arg args[4] = {{"labels_q", codes_q}, {"labels_g", codes_g}};
+    ext_arg args[4] = {{"labels_q", labels_q}, {"labels_g", labels_g}};
     int n_args = 2;
-    if ((st = ext_check_dtype(fn, "labels_q", codes_q, EXT_MASK(EXT_INT32))) ||
-        (st = ext_check_dtype(fn, "labels_g", codes_g, EXT_MASK(EXT_INT32))))
+    const unsigned label_dtypes = EXT_MASK(EXT_INT32) | EXT_MASK(EXT_INT64);
+    if ((st = ext_check_dtype(fn, "labels_q", labels_q, label_dtypes)) ||
+        (st = ext_check_dtype(fn, "labels_g", labels_g, label_dtypes)))
         return st;
+    if (labels_q->dtype != labels_g->dtype)
+        return ext_fail(EXT_ERR_TYPE, "%s: labels_q is %s but labels_g is %s: give both one "
+                        "dtype", fn, ext_dtype_name(labels_q->dtype),
+                        ext_dtype_name(labels_g->dtype));
     if (score) {
         if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
             return st;
@@ -251,10 +256,10 @@ static int check_create(const roc_eval_config *config, const ext_tensor *codes_q
     }
     if ((st = check_placement(fn, args, n_args)))
         return st;
-    if ((st = ext_check_ndim(fn, "labels_q", codes_q, 1)) ||
-        (st = ext_check_ndim(fn, "labels_g", codes_g, 1)))
+    if ((st = ext_check_ndim(fn, "labels_q", labels_q, 1)) ||
+        (st = ext_check_ndim(fn, "labels_g", labels_g, 1)))
         return st;
-    const int64_t n_query = codes_q->sizes[0], n_gallery = codes_g->sizes[0];
+    const int64_t n_query = labels_q->sizes[0], n_gallery = labels_g->sizes[0];
     if (score) {
         if ((st = ext_check_ndim(fn, "score", score, 2)))
             return st;
@@ -283,9 +288,6 @@ static int check_create(const roc_eval_config *config, const ext_tensor *codes_q
         return ext_fail(EXT_ERR_VALUE, "%s: same_set: the %lld queries from row %lld are not "
                         "rows of the %lld-entry set", fn, (long long)n_query,
                         (long long)config->row_offset, (long long)n_gallery);
-    if (n_codes < 0 || n_codes > INT32_MAX)
-        return ext_fail(EXT_ERR_VALUE, "%s: n_codes must lie in [0, 2^31), got %lld", fn,
-                        (long long)n_codes);
     return EXT_OK;
 }
 
@@ -300,12 +302,9 @@ static int bad_input(const roc_eval *ev, const roc_bad_input *bad)
     case ROC_BAD_INDEX_A:
         return ext_fail(EXT_ERR_VALUE, "%s: index_a[%lld] is not a row of feat_a (%lld rows)",
                         ev->caller, (long long)bad->index, (long long)ev->src.n_a);
-    case ROC_BAD_INDEX_B:
+    default: /* ROC_BAD_INDEX_B */
         return ext_fail(EXT_ERR_VALUE, "%s: index_b[%lld] is not a row of feat_b (%lld rows)",
                         ev->caller, (long long)bad->index, (long long)ev->src.n_gallery);
-    default:
-        return ext_fail(EXT_ERR_VALUE, "%s: a label code is outside [0, %lld)", ev->caller,
-                        (long long)ev->src.n_codes);
     }
 }
 
@@ -358,25 +357,25 @@ static void caller_name(const roc_eval_config *config, char fn[32])
     snprintf(fn, 32, "%.31s", config->caller[0] ? config->caller : "roc");
 }
 
-int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_tensor *codes_q,
-                    const ext_tensor *codes_g, int64_t n_codes, const ext_tensor *score,
+int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_tensor *labels_q,
+                    const ext_tensor *labels_g, const ext_tensor *score,
                     const ext_tensor *feat_q, const ext_tensor *feat_g, void *stream)
 {
     char fn[32];
     caller_name(config, fn);
     *out = NULL;
-    int st = check_create(config, codes_q, codes_g, n_codes, score, feat_q, feat_g, fn);
+    int st = check_create(config, labels_q, labels_g, score, feat_q, feat_g, fn);
     if (st)
         return st;
     const roc_source src = {
         .mode = config->mode, .same_set = config->same_set, .similarity = config->similarity,
-        .device = codes_q->device_index, .stream = stream,
-        .n_query = codes_q->sizes[0], .n_gallery = codes_g->sizes[0],
+        .device = labels_q->device_index, .stream = stream,
+        .n_query = labels_q->sizes[0], .n_gallery = labels_g->sizes[0],
         .dim = feat_q ? feat_q->sizes[1] : 0, .row_offset = config->same_set ? config->row_offset : 0,
-        .n_codes = n_codes, .codes_q = codes_q->data, .codes_g = codes_g->data,
+        .labels_q = labels_q->data, .labels_g = labels_g->data, .label_dtype = labels_q->dtype,
         .score = score ? score->data : NULL, .feat_q = feat_q ? feat_q->data : NULL,
         .feat_g = feat_g ? feat_g->data : NULL};
-    return create(out, config, fn, &src, codes_q->device_type);
+    return create(out, config, fn, &src, labels_q->device_type);
 }
 
 static int check_create_pairs(const roc_eval_config *config, const ext_tensor *genuine,

@@ -2,7 +2,7 @@
  * roc_eval_cpu.c: the evaluator's CPU backend (C + OpenMP), behind the same
  * calls as the GPU's (roc_internal.h).
  *
- * Genuine pairs: the gallery grouped by label code (a counting sort), so the
+ * Genuine pairs: the gallery sorted by label (then index), so the
  * genuine partners of a query are one contiguous group; their scores are
  * computed one by one, sorted and run-length encoded into the distinct
  * genuine levels. The counting pass walks tiles of (query rows x gallery
@@ -166,57 +166,75 @@ static inline int counted(const roc_source *s, int64_t i, int64_t j)
 // ---------------------------------------------------------------------------
 // genuine pairs
 
-/* The gallery grouped by code (stable counting sort): members[start[c] ..
- * start[c + 1]) are the gallery indices of code c, ascending, and gallery
- * entry j sits at members[position[j]]. */
+/* The gallery sorted by (label, index): members[t] is a gallery index, sorted[t]
+ * its label, and gallery entry j sits at members[position[j]]; each label's
+ * entries are one run, ascending. */
 typedef struct {
-    int64_t *start;     /* n_codes + 1 */
     int64_t *members;
+    int64_t *sorted;
     int64_t *position;
-} code_groups;
+} label_groups;
 
-static int group_codes(const roc_eval_cpu *b, code_groups *groups, roc_bad_input *bad)
+typedef struct {
+    int64_t label, index;
+} labelled;
+
+static int by_label(const void *x, const void *y)
+{
+    const labelled *a = x, *b = y;
+    if (a->label != b->label)
+        return a->label < b->label ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static int group_labels(const roc_eval_cpu *b, label_groups *groups)
 {
     const roc_source *s = &b->src;
-    groups->start = ext_calloc((size_t)s->n_codes + 1, sizeof(int64_t));
-    groups->members = ext_malloc((size_t)s->n_gallery * sizeof(int64_t));
-    groups->position = ext_malloc((size_t)s->n_gallery * sizeof(int64_t));
-    int64_t *fill = ext_malloc((size_t)s->n_codes * sizeof(int64_t));
-    if (!groups->start || !groups->members || !groups->position || !fill) {
-        free(fill);
+    const int64_t G = s->n_gallery;
+    labelled *entries = ext_malloc((size_t)G * sizeof *entries);
+    groups->members = ext_malloc((size_t)G * sizeof(int64_t));
+    groups->sorted = ext_malloc((size_t)G * sizeof(int64_t));
+    groups->position = ext_malloc((size_t)G * sizeof(int64_t));
+    if (!entries || !groups->members || !groups->sorted || !groups->position) {
+        free(entries);
         return nomem(b, "the label groups");
     }
-    for (int64_t i = 0; i < s->n_query && !bad->kind; i++)
-        if (s->codes_q[i] < 0 || s->codes_q[i] >= s->n_codes)
-            *bad = (roc_bad_input){ROC_BAD_CODE, i};
-    for (int64_t j = 0; j < s->n_gallery && !bad->kind; j++)
-        if (s->codes_g[j] < 0 || s->codes_g[j] >= s->n_codes)
-            *bad = (roc_bad_input){ROC_BAD_CODE, j};
-    if (!bad->kind) {
-        for (int64_t j = 0; j < s->n_gallery; j++)
-            groups->start[s->codes_g[j] + 1]++;
-        for (int64_t c = 0; c < s->n_codes; c++)
-            groups->start[c + 1] += groups->start[c];
-        memcpy(fill, groups->start, (size_t)s->n_codes * sizeof(int64_t));
-        for (int64_t j = 0; j < s->n_gallery; j++) {
-            const int64_t at = fill[s->codes_g[j]]++;
-            groups->members[at] = j;
-            groups->position[j] = at;
-        }
+    for (int64_t j = 0; j < G; j++)
+        entries[j] = (labelled){roc_int_at(s->labels_g, s->label_dtype, j), j};
+    qsort(entries, (size_t)G, sizeof *entries, by_label);
+    for (int64_t t = 0; t < G; t++) {
+        groups->members[t] = entries[t].index;
+        groups->sorted[t] = entries[t].label;
+        groups->position[entries[t].index] = t;
     }
-    free(fill);
+    free(entries);
     return EXT_OK;
 }
 
-/* The genuine partners of query row i: members[*first .. *last) of its code's
- * group (for one set, the members after it, or all of them, itself then
+/* The first of n ascending values above `value` (upper), or at or above it. */
+static int64_t bound(const int64_t *sorted, int64_t n, int64_t value, int upper)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < value || (upper && sorted[mid] == value))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The genuine partners of query row i: members[*first .. *last) of its label's
+ * run (for one set, the members after it, or all of them, itself then
  * refused by `counted`), and how many pairs of them count. */
-static int64_t partner_range(const roc_source *s, const code_groups *groups, int64_t i,
+static int64_t partner_range(const roc_source *s, const label_groups *groups, int64_t i,
                              int64_t *first, int64_t *last)
 {
-    const int32_t c = s->same_set ? s->codes_g[set_row(s, i)] : s->codes_q[i];
-    *first = groups->start[c];
-    *last = groups->start[c + 1];
+    const int64_t label = s->same_set ? roc_int_at(s->labels_g, s->label_dtype, set_row(s, i))
+                                      : roc_int_at(s->labels_q, s->label_dtype, i);
+    *first = bound(groups->sorted, s->n_gallery, label, 0);
+    *last = bound(groups->sorted, s->n_gallery, label, 1);
     if (s->same_set == ROC_SAME_SET_UNORDERED)
         *first = groups->position[set_row(s, i)] + 1;
     return *last - *first - (s->same_set == ROC_SAME_SET_ORDERED);
@@ -257,15 +275,14 @@ static int levels_from_keys(const roc_eval_cpu *b, uint32_t *keys, uint32_t *tmp
 
 /* The genuine scores of all (query, gallery) pairs as distinct sorted keys
  * with their counts. */
-static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals,
-                          roc_bad_input *bad)
+static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals)
 {
     const roc_source *s = &b->src;
-    code_groups groups = {0};
+    label_groups groups = {0};
     uint32_t *keys = NULL, *tmp = NULL;
     int64_t *offset = NULL;
-    int st = group_codes(b, &groups, bad);
-    if (st || bad->kind)
+    int st = group_labels(b, &groups);
+    if (st)
         goto done;
     offset = ext_malloc((size_t)(s->n_query + 1) * sizeof *offset);
     if (!offset) {
@@ -300,8 +317,8 @@ static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_tota
     }
     st = levels_from_keys(b, keys, tmp, n_pairs, n_nan, genuine, totals);
 done:
-    free(groups.start);
     free(groups.members);
+    free(groups.sorted);
     free(groups.position);
     free(offset);
     free(keys);
@@ -736,7 +753,7 @@ int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_cou
         b->feat_g = shared ? b->owned_q : b->owned_g;
     }
     st = src->list ? list_genuine_levels(b, genuine, totals, bad)
-                   : genuine_levels(b, genuine, totals, bad);
+                   : genuine_levels(b, genuine, totals);
     if (st || bad->kind)
         goto fail;
     *out = b;

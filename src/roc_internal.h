@@ -86,7 +86,8 @@ typedef struct {
 /* The pairs to evaluate, checked by the shim, on `device` (CUDA) or the CPU.
  *
  * All pairs (list = 0): (query i, gallery j) of a score matrix (Q, G) or of
- * features (Q, D) x (G, D); genuine where the label codes are equal. With
+ * features (Q, D) x (G, D); genuine where the labels (of label_dtype: int32 or
+ * int64) are equal. With
  * same_set, the queries are rows row_offset .. row_offset + Q - 1 of the
  * gallery's set (a shard of it, or all of it).
  *
@@ -100,8 +101,8 @@ typedef struct {
     int device;                              /* CUDA ordinal */
     void *stream;                            /* cudaStream_t */
     int64_t n_query, n_gallery, dim, row_offset;
-    int64_t n_codes;
-    const int32_t *codes_q, *codes_g;        /* dense label codes in [0, n_codes) */
+    const void *labels_q, *labels_g;
+    int label_dtype;                         /* EXT_INT32 or EXT_INT64 */
     const float *score, *feat_q, *feat_g;    /* one source: score, or both features */
     int list;
     int64_t n_a;
@@ -112,7 +113,6 @@ typedef struct {
 /* What the backends found wrong in the data (the shim words the message). */
 typedef enum {
     ROC_BAD_NONE = 0,
-    ROC_BAD_CODE = 1,      /* a label code outside [0, n_codes) */
     ROC_BAD_GENUINE = 2,   /* genuine[index] is neither 0 nor 1 */
     ROC_BAD_INDEX_A = 3,   /* index_a[index] is not a row of feat_a */
     ROC_BAD_INDEX_B = 4    /* index_b[index] is not a row of feat_b */

@@ -8,7 +8,7 @@ MemoryError whose message starts with the function's name."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
@@ -192,40 +192,46 @@ def test_pair_scores(data):
 
 LABEL_DTYPES = {np.int8: (-128, 127), np.int16: (-2 ** 15, 2 ** 15 - 1),
                 np.int32: (-2 ** 31, 2 ** 31 - 1), np.int64: (-2 ** 63, 2 ** 63 - 1),
-                np.uint8: (0, 255), np.uint32: (0, 2 ** 32 - 1), np.uint64: (0, 2 ** 64 - 1)}
+                np.uint8: (0, 255), np.uint16: (0, 2 ** 16 - 1), np.uint32: (0, 2 ** 32 - 1),
+                np.uint64: (0, 2 ** 64 - 1), np.bool_: (0, 1)}
+FLOAT_LABEL_DTYPES = (np.float16, np.float32, np.float64)
 
 
 @st.composite
 def label_pair(draw):
-    """Labels of one integer dtype: a few values near a base anywhere in the
-    dtype's range (codes by offset), or some anywhere (codes by rank)."""
-    dtype = draw(st.sampled_from(sorted(LABEL_DTYPES, key=lambda d: np.dtype(d).name)))
-    least, most = LABEL_DTYPES[dtype]
-    if draw(st.booleans()):
-        base = draw(st.integers(least, most))
-        values = st.integers(max(least, base - 5), min(most, base + 5))
+    """Labels of one dtype: integers a few apart somewhere in the dtype's range
+    or anywhere in it, or floats (signed zeros, infinities, neighbours)."""
+    dtype = draw(st.sampled_from(sorted(LABEL_DTYPES, key=lambda d: np.dtype(d).name) +
+                                 list(FLOAT_LABEL_DTYPES)))
+    if dtype in FLOAT_LABEL_DTYPES:
+        width = np.dtype(dtype).itemsize * 8
+        values = st.one_of(st.sampled_from([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0]),
+                           st.floats(allow_nan=False, width=width))
     else:
-        values = st.integers(least, most)
+        least, most = LABEL_DTYPES[dtype]
+        if draw(st.booleans()):
+            base = draw(st.integers(least, most))
+            values = st.integers(max(least, base - 5), min(most, base + 5))
+        else:
+            values = st.integers(least, most)
     q, g = (draw(st.lists(values, min_size=lo, max_size=12)) for lo in (0, 1))
     return np.array(q, dtype=dtype), np.array(g, dtype=dtype)
 
 
 @given(label_pair(), st.sampled_from(["numpy", "torch"]))
-def test_label_codes_match_exactly_where_the_labels_do(labels, kind):
-    """label_codes (the offset from the least label where the labels span few
-    values, else unique's ranks): int32 codes in [0, n_codes), equal exactly
-    where the labels are."""
-    from _ext.roc._inputs import label_codes
+def test_comparable_labels_match_exactly_where_the_labels_do(labels, kind):
+    """comparable_labels: int32 or int64 arrays of one dtype, equal exactly
+    where the labels are (integers of every width and sign, floats with -0 and
+    +0 equal)."""
+    from _ext.roc._inputs import comparable_labels
     labels_q, labels_g = labels
     if kind == "torch":
-        assume(labels_q.dtype not in (np.uint32, np.uint64))  # torch has no reductions for them
         labels_q, labels_g = torch.from_numpy(labels_q), torch.from_numpy(labels_g)
-    codes_q, codes_g, n_codes = label_codes("evaluate", labels_q, labels_g, len(labels_q),
-                                            len(labels_g), "cpu")
-    codes_q, codes_g = np.asarray(codes_q), np.asarray(codes_g)
-    assert codes_q.dtype == codes_g.dtype == np.int32
-    assert all(0 <= c < n_codes for c in [*codes_q, *codes_g])
-    values_q, values_g = labels[0].tolist(), labels[1].tolist()  # exact Python ints
+    out_q, out_g = comparable_labels("evaluate", labels_q, labels_g, len(labels_q),
+                                     len(labels_g), "cpu")
+    out_q, out_g = np.asarray(out_q), np.asarray(out_g)
+    assert out_q.dtype == out_g.dtype and out_q.dtype in (np.int32, np.int64)
+    values_q, values_g = labels[0].tolist(), labels[1].tolist()  # exact Python numbers
     for i, a in enumerate(values_q):
         for j, b in enumerate(values_g):
-            assert (codes_q[i] == codes_g[j]) == (a == b)
+            assert (out_q[i] == out_g[j]) == (a == b)

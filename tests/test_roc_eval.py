@@ -337,6 +337,39 @@ def test_mixed_int_and_float_labels(rng):
     assert_reports_equal(a, b)
 
 
+def _float_labels(ids):
+    """Identity 0 as -0.0 and +0.0 in turn; the others floats that differ in
+    the last bit, or by far."""
+    values = np.array([0.0, 1.0, np.nextafter(1.0, 2.0), -np.inf, np.inf, 1e-300, -1e-300, 0.5,
+                       np.nextafter(0.5, 0.0), 3.0])[ids]
+    values[(ids == 0) & (np.arange(len(ids)) % 2 == 1)] = -0.0
+    return values
+
+
+SPARSE_LABELS = {
+    "int64 near both ends": lambda ids: np.array([-2 ** 63, 2 ** 63 - 1, -1, 0, 2 ** 40, -2 ** 40,
+                                                  7, 2 ** 62, -2 ** 62, 3])[ids],
+    "uint64 above 2^63": lambda ids: np.uint64(2 ** 64 - 1) - ids.astype(np.uint64) * np.uint64(
+        2 ** 59),
+    "float -0, +0 and neighbours": _float_labels,
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("spread", list(SPARSE_LABELS))
+def test_sparse_and_extreme_labels(rng, spread, device):
+    """Labels far apart, at the ends of int64 and uint64, and float labels
+    where -0 and +0 are one identity: the same report as the same identities
+    numbered 0 to 9, whatever the labels' values."""
+    labels_q, labels_g, score = sample(rng, 40, 60)
+    expected = roc.evaluate(labels_q, labels_g, score=score)
+    values = SPARSE_LABELS[spread]
+    got = roc.evaluate(torch.from_numpy(values(labels_q)).to(device),
+                       torch.from_numpy(values(labels_g)).to(device),
+                       score=torch.from_numpy(score).to(device))
+    assert_reports_equal(got, expected)
+
+
 def test_progress_is_reported(rng):
     labels_q, labels_g, score = sample(rng, 50, 20)
     seen = []

@@ -2,7 +2,7 @@
 pair_scores(): the thin Python side of the evaluator in src/roc_eval.c (the
 CPU backend in src/roc_eval_cpu.c, the GPU's in src/cuda/roc_eval_kernel.cu).
 
-Python checks the options, turns labels into dense codes, describes the
+Python checks the options, makes the labels integers, describes the
 arrays, steps through the rows (or pairs) in chunks so a caller can show
 progress, and, with a torch.distributed group, exchanges the genuine levels
 and reduces the counts (_distributed.py).
@@ -13,7 +13,7 @@ import numpy as np
 from .. import _ffi
 from . import _distributed
 from ._inputs import (DEFAULT_FARS, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
-                      far_targets, label_codes, parse_device, positive_int, progress_callback,
+                      far_targets, comparable_labels, parse_device, positive_int, progress_callback,
                       require_array, same_set_code, to_device)
 from ._report import curve_arrays, report_from_summary
 from ._roc import ffi, lib
@@ -247,14 +247,13 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
         setup["pairs"] = PAIRS_NAMES[same_set]
         config = _config(fn, options.mode, same_set, options.similarity, options.bins,
                          options.range, row_offset)
-        args = [_ffi.describe(ffi, fn, "labels_q", held["codes_q"]),
-                _ffi.describe(ffi, fn, "labels_g", held["codes_g"])]
+        args = [_ffi.describe(ffi, fn, "labels_q", held["labels_q"]),
+                _ffi.describe(ffi, fn, "labels_g", held["labels_g"])]
         args += [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
                  for name in ("score", "feat_q", "feat_g")]
         handle = ffi.new("roc_eval **")
-        _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, args[0], args[1],
-                                                 setup["n_codes"], *args[2:],
-                                                 _ffi.cuda_stream(ffi, held["codes_q"])))
+        _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, *args,
+                                                 _ffi.cuda_stream(ffi, held["labels_q"])))
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
                           setup["device"], features=held["score"] is None)
 
@@ -305,13 +304,13 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
         feat_g.shape[0] if len(feat_g.shape) == 2 else None)
     if feat_g is not None and len(feat_g.shape) != 2:
         raise ValueError("%s: feat_g must be 2-D, got shape %s" % (fn, tuple(feat_g.shape)))
-    codes_q, codes_g, n_codes = label_codes(fn, labels_q, labels_g, n_query, n_gallery, device)
-    return {"n_query": n_query, "n_gallery": n_gallery, "n_codes": n_codes, "device": device,
+    labels_q, labels_g = comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device)
+    return {"n_query": n_query, "n_gallery": n_gallery, "device": device,
             "dim": feat_q.shape[1] if feat_q is not None else None,
             "source": "score" if score is not None else "features",
             "score_dtype": str(getattr(score if score is not None else feat_q, "dtype", "")),
             "options": options.signature(), "same_set": same_set,
-            "arrays": {"codes_q": codes_q, "codes_g": codes_g, "score": score,
+            "arrays": {"labels_q": labels_q, "labels_g": labels_g, "score": score,
                        "feat_q": feat_q, "feat_g": feat_g}}
 
 
@@ -321,14 +320,14 @@ def _host_labels(labels):
 
 def _check_shard_labels(fn, held, row_offset):
     """One set in shards: this rank's queries must be rows row_offset.. of the set."""
-    codes_q, codes_g = held["codes_q"], held["codes_g"]
-    rows = codes_g[row_offset:row_offset + codes_q.shape[0]]
-    equal = bool((rows == codes_q).all()) if not isinstance(rows, np.ndarray) \
-        else bool(np.array_equal(rows, codes_q))
+    labels_q, labels_g = held["labels_q"], held["labels_g"]
+    rows = labels_g[row_offset:row_offset + labels_q.shape[0]]
+    equal = bool((rows == labels_q).all()) if not isinstance(rows, np.ndarray) \
+        else bool(np.array_equal(rows, labels_q))
     if not equal:
         raise ValueError("%s: same_set: labels_q are not rows %d..%d of the set's labels "
                          "(each rank passes consecutive rows, in rank order, and the whole set)"
-                         % (fn, row_offset, row_offset + codes_q.shape[0] - 1))
+                         % (fn, row_offset, row_offset + labels_q.shape[0] - 1))
 
 
 def _pairs_in_rows(begin, end, row_offset, n_gallery, same_set):

@@ -1,5 +1,6 @@
 """The evaluator's inputs, checked and converted before any C call: option
-values, arrays and where they live, and labels turned into dense codes.
+values, arrays and where they live, and labels made integers the C side
+compares.
 
 Every error is a TypeError or ValueError (RuntimeError for devices) whose
 message starts with the public function's name.
@@ -230,65 +231,45 @@ def _mixed_codes(fn, labels_q, labels_g):
         rows = np.concatenate([_exact_int128(q), _exact_int128(g)])
         values, codes = np.unique(rows, axis=0, return_inverse=True)
     codes = codes.reshape(-1).astype(np.int32)
-    return codes[:q.shape[0]], codes[q.shape[0]:], int(values.shape[0])
+    return codes[:q.shape[0]], codes[q.shape[0]:]
 
 
-# integer dtypes whose labels may be coded by their offset from the least
-# (torch has no reductions for its wider unsigned ones)
-_OFFSET_DTYPES = {"torch": ("int8", "int16", "int32", "int64", "uint8"),
-                  "numpy": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                            "uint64")}
-
-
-def _offset_codes(labels):
-    """Integer labels whose values span at most about twice their number:
-    (label - least) as int32 codes, and the span. None otherwise. One
-    reduction and one read of it, where a unique() sorts: 0.06-0.16 ms less
-    a call on the H100 at the blog's size (dev/NOTES.md)."""
-    tensor = _ffi.is_tensor(labels)
-    dtype = str(labels.dtype).rsplit(".", 1)[-1]
-    if labels.shape[0] == 0 or dtype not in _OFFSET_DTYPES["torch" if tensor else "numpy"]:
-        return None
-    if tensor:
+def _comparable(labels):
+    """Labels of one dtype as int32 or int64, equal exactly where they are:
+    int32 and int64 as they are (no copy), other integers widened (uint64
+    reinterpreted: equality is all that matters), floats as the bits of their
+    float64 value with -0 made +0 (NaN was refused)."""
+    if _ffi.is_tensor(labels):
         torch = _ffi.torch
-        lo, hi = (int(v) for v in torch.stack(torch.aminmax(labels)).tolist())
-    else:
-        lo, hi = int(labels.min()), int(labels.max())
-    span = hi - lo + 1
-    if span > 2 * labels.shape[0] + 1024:
-        return None
-    # the offsets are below span, but not always inside the labels' own dtype
-    if tensor:
-        return (labels.to(torch.int64) - lo).to(torch.int32), span
-    if dtype == "uint64":
-        return (labels - np.uint64(lo)).astype(np.int32), span
-    return (labels.astype(np.int64) - lo).astype(np.int32), span
+        if labels.dtype in (torch.int32, torch.int64):
+            return labels.contiguous()
+        if labels.dtype == getattr(torch, "uint64", None):
+            return labels.contiguous().view(torch.int64)
+        if labels.dtype.is_floating_point:
+            wide = labels.to(torch.float64)
+            return torch.where(wide == 0, 0.0, wide).view(torch.int64)
+        return labels.to(torch.int64)
+    if labels.dtype in (np.int32, np.int64):
+        return np.ascontiguousarray(labels)
+    if labels.dtype == np.uint64:
+        return np.ascontiguousarray(labels).view(np.int64)
+    if labels.dtype.kind == "f":
+        wide = labels.astype(np.float64)
+        return np.where(wide == 0, 0.0, wide).view(np.int64)
+    return labels.astype(np.int64)
 
 
-def label_codes(fn, labels_q, labels_g, n_query, n_gallery, device):
-    """int32 codes of the labels in [0, n_codes), equal exactly where the labels
-    are, on `device`, and n_codes: the offsets from the least label where the
-    labels are integers of one dtype spanning few values, else the ranks of
-    the distinct labels."""
+def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
+    """The labels as int32 or int64 arrays of one dtype on `device`, equal
+    exactly where the labels are (what the C side compares): labels of one
+    dtype converted elementwise (_comparable: no reduction and no
+    synchronization; torch int32 and int64 labels pass untouched), labels of
+    two dtypes as codes of their distinct values, made on the host."""
     labels_q = _flat_labels(fn, "labels_q", labels_q, n_query)
     labels_g = _flat_labels(fn, "labels_g", labels_g, n_gallery)
-    same_kind = _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g)
-    if same_kind and labels_q.dtype == labels_g.dtype:
-        if _ffi.is_tensor(labels_q):
-            torch = _ffi.torch
-            labels = torch.cat([labels_q, labels_g.to(labels_q.device)])
-            offsets = _offset_codes(labels)
-            if offsets is None:
-                values, codes = torch.unique(labels, return_inverse=True)
-                offsets = codes.to(torch.int32), int(values.shape[0])
-        else:
-            labels = np.concatenate([labels_q, labels_g])
-            offsets = _offset_codes(labels)
-            if offsets is None:
-                values, codes = np.unique(labels, return_inverse=True)
-                offsets = codes.reshape(-1).astype(np.int32), int(values.shape[0])
-        codes, n_codes = offsets
-        codes_q, codes_g = codes[:labels_q.shape[0]], codes[labels_q.shape[0]:]
+    if _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g) and \
+            labels_q.dtype == labels_g.dtype:
+        labels_q, labels_g = _comparable(labels_q), _comparable(labels_g)
     else:
-        codes_q, codes_g, n_codes = _mixed_codes(fn, labels_q, labels_g)
-    return to_device(codes_q, device), to_device(codes_g, device), n_codes
+        labels_q, labels_g = _mixed_codes(fn, labels_q, labels_g)
+    return to_device(labels_q, device), to_device(labels_g, device)

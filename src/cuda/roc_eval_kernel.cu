@@ -2,8 +2,8 @@
  * roc_eval_kernel.cu: the evaluator's GPU backend (the steps are in
  * roc_eval.c, the calls in roc_internal.h).
  *
- * Genuine pairs: the gallery is sorted by label code (CUB, stable), so the
- * genuine partners of a query are one contiguous group. One thread per
+ * Genuine pairs: the gallery is sorted by label (CUB, stable), so the genuine
+ * partners of a query are one contiguous run, found by bisection. One thread per
  * genuine pair computes its score (read from the score matrix, or the dot
  * product with the same fmaf chain as the tiles below), then CUB sorts and
  * run-length encodes the keys into the distinct genuine levels, which go to
@@ -485,37 +485,11 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
 // ----------------------------------------------------------------------------
 // genuine pairs
 
-__global__ void check_codes_kernel(const int32_t *codes, int64_t n, int64_t n_codes, int *bad)
-{
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-         i += int64_t(gridDim.x) * blockDim.x)
-        if (codes[i] < 0 || codes[i] >= n_codes)
-            *bad = 1;
-}
-
 __global__ void iota_kernel(int64_t *out, int64_t n)
 {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
         out[i] = i;
-}
-
-/* start[c] = first position of code c among the sorted codes (c = 0 .. n_codes) */
-__global__ void code_start_kernel(const int32_t *sorted_codes, int64_t n, int64_t n_codes,
-                                  int64_t *start)
-{
-    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c <= n_codes;
-         c += int64_t(gridDim.x) * blockDim.x) {
-        int64_t lo = 0, hi = n;
-        while (lo < hi) {
-            int64_t mid = (lo + hi) >> 1;
-            if (sorted_codes[mid] < c)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        start[c] = lo;
-    }
 }
 
 __global__ void position_kernel(const int64_t *members, int64_t n, int64_t *position)
@@ -525,41 +499,57 @@ __global__ void position_kernel(const int64_t *members, int64_t n, int64_t *posi
         position[members[t]] = t;
 }
 
-/* How query row i finds its genuine partners among the gallery sorted by code
- * (members, grouped: start[c] .. start[c + 1]; gallery entry j at
- * position[j]). One set: the query is the set's row row_offset + i, whose own
- * code is the gallery's. */
+/* How query row i finds its genuine partners among the gallery sorted by
+ * (label, index): members[t] is a gallery index, gallery entry j sits at
+ * position[j], and row i's partners are members[first[i] ..], count[i] of
+ * them (less the row itself for one set's ordered pairs: the position to
+ * skip). One set: the query is the set's row row_offset + i. */
 struct Partners {
-    const int32_t *codes_q, *codes_g;
-    const int64_t *start, *position, *members;
-    int64_t n_codes, row_offset;
+    const int64_t *first, *position, *members;
+    int64_t row_offset;
     int same_set;
 
-    /* The partners of row i: sorted positions [*first, *end), less the row
-     * itself when one set counts ordered pairs (the position to skip, else
-     * -1); returns how many pairs, 0 for a code outside [0, n_codes). */
-    __device__ int64_t range(int64_t i, int64_t *first, int64_t *end, int64_t *skip) const
+    __device__ int64_t skip(int64_t i) const
     {
-        const int64_t self = row_offset + i;
-        const int32_t code = same_set ? codes_g[self] : codes_q[i];
-        *first = *end = 0;
-        *skip = -1;
-        if (code < 0 || code >= n_codes) /* reported by check_codes_kernel */
-            return 0;
-        *first = same_set == ROC_SAME_SET_UNORDERED ? position[self] + 1 : start[code];
-        *end = start[code + 1];
-        if (same_set == ROC_SAME_SET_ORDERED)
-            *skip = position[self];
-        return *end - *first - (*skip >= 0);
+        return same_set == ROC_SAME_SET_ORDERED ? position[row_offset + i] : -1;
     }
 };
 
-__global__ void genuine_count_kernel(const Partners partners, int64_t n_query, int64_t *count)
+/* The first of n ascending labels above `label` (upper), or at or above it. */
+template <typename T>
+__device__ int64_t label_bound(const T *sorted, int64_t n, T label, bool upper)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (sorted[mid] < label || (upper && sorted[mid] == label))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* first[i] and count[i] of each query row (count[n_query] = 0, for the scan). */
+template <typename T>
+__global__ void genuine_count_kernel(const T *labels_q, const T *labels_g, const T *sorted,
+                                     int64_t n_gallery, const Partners partners, int64_t n_query,
+                                     int64_t *first, int64_t *count)
 {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i <= n_query;
          i += int64_t(gridDim.x) * blockDim.x) {
-        int64_t first, end, skip;
-        count[i] = i == n_query ? 0 : partners.range(i, &first, &end, &skip);
+        if (i == n_query) {
+            count[i] = 0;
+            continue;
+        }
+        const int64_t self = partners.row_offset + i;
+        const T label = partners.same_set ? labels_g[self] : labels_q[i];
+        const int64_t begin = partners.same_set == ROC_SAME_SET_UNORDERED
+                                  ? partners.position[self] + 1
+                                  : label_bound(sorted, n_gallery, label, false);
+        first[i] = begin;
+        count[i] = label_bound(sorted, n_gallery, label, true) - begin -
+                   (partners.same_set == ROC_SAME_SET_ORDERED);
     }
 }
 
@@ -621,10 +611,8 @@ __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int
             else
                 hi = mid - 1;
         }
-        const int64_t i = lo;
-        int64_t first, end, skip;
-        partners.range(i, &first, &end, &skip);
-        int64_t m = first + (t - offset[i]);
+        const int64_t i = lo, skip = partners.skip(i);
+        int64_t m = partners.first[i] + (t - offset[i]);
         if (skip >= 0 && m >= skip)
             m++;
         const int64_t j = partners.members[m];
@@ -1119,62 +1107,60 @@ cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t 
                              Buffer<unsigned long long> &nan, roc_genuine_levels *genuine,
                              roc_totals *totals);
 
-cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals,
-                         roc_bad_input *bad_input)
+/* The gallery sorted by label of type T (stable: members[t] is a gallery
+ * index, position its inverse), then each query row's partners counted. */
+template <typename T>
+cudaError_t count_partners(ExtDeviceArena &arena, const roc_source &s, Buffer<int64_t> &members,
+                           Buffer<int64_t> &position, Buffer<int64_t> &first,
+                           Buffer<int64_t> &count)
+{
+    cudaStream_t stream = arena.stream();
+    const int64_t Q = s.n_query, G = s.n_gallery;
+    const T *labels_q = static_cast<const T *>(s.labels_q);
+    const T *labels_g = static_cast<const T *>(s.labels_g);
+    Buffer<T> sorted(arena);
+    Buffer<int64_t> index(arena);
+    EXT_CUDA_TRY(sorted.allocate(G));
+    EXT_CUDA_TRY(index.allocate(G));
+    iota_kernel<<<grid_for(G), kThreads, 0, stream>>>(index.get(), G);
+    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
+        return cub::DeviceRadixSort::SortPairs(tmp, bytes, labels_g, sorted.get(), index.get(),
+                                               members.get(), G, 0, int(8 * sizeof(T)), stream);
+    }));
+    position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.get(), G, position.get());
+    const Partners partners{first.get(), position.get(), members.get(), s.row_offset,
+                            s.same_set};
+    genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(
+        labels_q, labels_g, sorted.get(), G, partners, Q, first.get(), count.get());
+    return cudaGetLastError();
+}
+
+cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals)
 {
     const roc_source &s = ev->src;
     ExtDeviceArena &arena = ev->arena;
     cudaStream_t stream = arena.stream();
-    const int64_t Q = s.n_query, G = s.n_gallery, L = s.n_codes;
-
-    /* flags bad codes; the kernels below skip them, and the flag is read with
-     * the pair count, before any pair is scored */
-    Buffer<int> bad(arena);
-    EXT_CUDA_TRY(bad.allocate(1));
-    EXT_CUDA_TRY(cudaMemsetAsync(bad.get(), 0, sizeof(int), stream));
-    check_codes_kernel<<<grid_for(Q), kThreads, 0, stream>>>(s.codes_q, Q, L, bad.get());
-    check_codes_kernel<<<grid_for(G), kThreads, 0, stream>>>(s.codes_g, G, L, bad.get());
-    EXT_CUDA_TRY(cudaGetLastError());
-
-    /* the gallery sorted by code, stable: members[t] is a gallery index */
-    Buffer<int32_t> sorted_codes(arena);
-    Buffer<int64_t> index(arena), members(arena), start(arena), position(arena), count(arena),
-        offset(arena);
-    EXT_CUDA_TRY(sorted_codes.allocate(G));
-    EXT_CUDA_TRY(index.allocate(G));
+    const int64_t Q = s.n_query, G = s.n_gallery;
+    Buffer<int64_t> members(arena), position(arena), first(arena), count(arena), offset(arena);
     EXT_CUDA_TRY(members.allocate(G));
-    EXT_CUDA_TRY(start.allocate(L + 1));
     EXT_CUDA_TRY(position.allocate(G));
+    EXT_CUDA_TRY(first.allocate(Q));
     EXT_CUDA_TRY(count.allocate(Q + 1));
     EXT_CUDA_TRY(offset.allocate(Q + 1));
-    iota_kernel<<<grid_for(G), kThreads, 0, stream>>>(index.get(), G);
-    EXT_CUDA_TRY(cudaGetLastError());
-    EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortPairs(tmp, bytes, s.codes_g, sorted_codes.get(),
-                                               index.get(), members.get(), G, 0, 32, stream);
-    }));
-    code_start_kernel<<<grid_for(L + 1), kThreads, 0, stream>>>(sorted_codes.get(), G, L,
-                                                                start.get());
-    position_kernel<<<grid_for(G), kThreads, 0, stream>>>(members.get(), G, position.get());
-    const Partners partners{s.codes_q, s.codes_g, start.get(), position.get(), members.get(),
-                            L, s.row_offset, s.same_set};
-    genuine_count_kernel<<<grid_for(Q + 1), kThreads, 0, stream>>>(partners, Q, count.get());
-    EXT_CUDA_TRY(cudaGetLastError());
+    EXT_CUDA_TRY(s.label_dtype == EXT_INT64
+                     ? count_partners<int64_t>(arena, s, members, position, first, count)
+                     : count_partners<int32_t>(arena, s, members, position, first, count));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
         return cub::DeviceScan::ExclusiveSum(tmp, bytes, count.get(), offset.get(), Q + 1,
                                              stream);
     }));
+    const Partners partners{first.get(), position.get(), members.get(), s.row_offset,
+                            s.same_set};
     int64_t n_pairs = 0;
-    int bad_code = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&n_pairs, offset.get() + Q, sizeof n_pairs,
                                  cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&bad_code, bad.get(), sizeof(int), cudaMemcpyDeviceToHost,
-                                 stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (bad_code) {
-        *bad_input = roc_bad_input{ROC_BAD_CODE, -1};
-        return cudaSuccess;
-    }
 
     Buffer<uint32_t> keys(arena);
     Buffer<unsigned long long> nan(arena);
@@ -1185,9 +1171,8 @@ cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_tot
         partners, Q, G, offset.get(), s.score, ev->features.rows(), n_pairs, keys.get(),
         nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
-    for (Buffer<int64_t> *a : {&index, &members, &start, &position, &count, &offset})
+    for (Buffer<int64_t> *a : {&members, &position, &first, &count, &offset})
         a->release();
-    sorted_codes.release();
     return levels_from_keys(ev, keys, n_pairs, nan, genuine, totals);
 }
 
@@ -1624,7 +1609,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         if (s.feat_q)
             EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
                                        s.n_gallery, s.dim, s.similarity));
-        EXT_CUDA_TRY(find_genuine(ev, genuine, totals, bad));
+        EXT_CUDA_TRY(find_genuine(ev, genuine, totals));
     }
     if (bad->kind)
         return cudaSuccess;
