@@ -95,13 +95,12 @@ void roc_counts_free(roc_counts *c)
 
 /* At most 2^22 buckets (16 MiB of index), about four per level: most keys then
  * fall in a bucket with no level or one, whatever the number of levels. */
-int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *index)
+roc_level_index roc_level_index_shape(const roc_genuine_levels *levels)
 {
     const int64_t U = levels->n_levels;
-    free(index->lut);
-    memset(index, 0, sizeof *index);
+    roc_level_index index = {0};
     if (U == 0)
-        return EXT_OK;
+        return index;
     int64_t max_buckets = 256;
     while (max_buckets < 4 * U && max_buckets < ((int64_t)1 << 22))
         max_buckets *= 2;
@@ -109,20 +108,29 @@ int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *ind
     int shift = 0;
     while ((int64_t)((uint64_t)span >> shift) + 1 > max_buckets)
         shift++;
-    const int64_t n_buckets = (int64_t)((uint64_t)span >> shift) + 1;
-    index->lut = ext_malloc((size_t)(n_buckets + 1) * sizeof(uint32_t));
+    index.base = base;
+    index.shift = shift;
+    index.n_buckets = (int64_t)((uint64_t)span >> shift) + 1;
+    return index;
+}
+
+int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *index)
+{
+    const int64_t U = levels->n_levels;
+    free(index->lut);
+    *index = roc_level_index_shape(levels);
+    if (U == 0)
+        return EXT_OK;
+    index->lut = ext_malloc((size_t)(index->n_buckets + 1) * sizeof(uint32_t));
     if (!index->lut)
         return EXT_ERR_NOMEM;
     int64_t level = 0;
-    for (int64_t b = 0; b <= n_buckets; b++) {
-        const uint64_t start = (uint64_t)base + ((uint64_t)b << shift);
+    for (int64_t b = 0; b <= index->n_buckets; b++) {
+        const uint64_t start = roc_bucket_start(index->base, index->shift, b);
         while (level < U && levels->keys[level] < start)
             level++;
         index->lut[b] = (uint32_t)level;
     }
-    index->base = base;
-    index->shift = shift;
-    index->n_buckets = n_buckets;
     return EXT_OK;
 }
 
@@ -169,14 +177,17 @@ static int use_levels(roc_eval *ev)
     if (ev->genuine.n_levels > INT32_MAX) /* the counting passes number gaps in 32 bits */
         return ext_fail(EXT_ERR_VALUE, "%s: %lld distinct genuine scores; at most 2^31 - 1 are "
                         "supported", ev->caller, (long long)ev->genuine.n_levels);
-    if (ev->config.mode == ROC_MODE_EXACT && roc_level_index_build(&ev->genuine, &ev->index))
-        return nomem(ev, "the index of the genuine scores");
     if (roc_counts_alloc(&ev->counts, ev->config.mode, ev->genuine.n_levels))
         return nomem(ev, "the counters");
 #ifdef EXT_WITH_CUDA
-    if (ev->cuda)
-        return cuda_status(ev, roc_eval_cuda_set_levels(ev->cuda, &ev->genuine, &ev->index));
+    if (ev->cuda) { /* the index's table is made on the device */
+        const roc_level_index shape = roc_level_index_shape(&ev->genuine);
+        return cuda_status(ev, roc_eval_cuda_set_levels(ev->cuda, &ev->genuine, &shape));
+    }
 #endif
+    if (ev->cpu && ev->config.mode == ROC_MODE_EXACT &&
+        roc_level_index_build(&ev->genuine, &ev->index))
+        return nomem(ev, "the index of the genuine scores");
     if (ev->cpu)
         st = roc_eval_cpu_set_levels(ev->cpu, &ev->genuine, &ev->index);
     else

@@ -156,7 +156,10 @@ int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, in
 int roc_counts_alloc(roc_counts *counts, int mode, int64_t n_levels);
 void roc_counts_free(roc_counts *counts);
 
-/* The index over `levels` (host); roc_level_index_free releases it. */
+/* The index's buckets over `levels` (no table), and the index with its table
+ * (host); roc_level_index_free releases it. Table entry b is the first level
+ * at or above roc_bucket_start(base, shift, b), for b = 0 .. n_buckets. */
+roc_level_index roc_level_index_shape(const roc_genuine_levels *levels);
 int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *index);
 void roc_level_index_free(roc_level_index *index);
 

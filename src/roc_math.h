@@ -126,6 +126,13 @@ ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint3
     return lo;
 }
 
+/* The lowest key of bucket b of a level index (in 64 bits: past the last
+ * bucket it may exceed every key). */
+ROC_HD uint64_t roc_bucket_start(uint32_t base, int shift, int64_t b)
+{
+    return (uint64_t)base + ((uint64_t)b << shift);
+}
+
 /* Element t of an integer or bool array of ext_dtype `dtype` (a pair list's
  * flags and indices). */
 ROC_HD int64_t roc_int_at(const void *p, int dtype, int64_t t)

@@ -7,7 +7,8 @@
  * genuine pair computes its score (read from the score matrix, or the dot
  * product with the same fmaf chain as the tiles below), then CUB sorts and
  * run-length encodes the keys into the distinct genuine levels, which go to
- * the host (the shim indexes them and sets them back).
+ * the host (the shim sets them back; their index is made here, from the index
+ * shape the shim computes).
  *
  * The counting pass reads the score matrix (warps over row segments) or
  * computes it tile by tile from the features (roc_gemm.cuh: fp32 FMA, k in
@@ -1720,9 +1721,29 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     return cudaStreamSynchronize(stream);
 }
 
+/* The level index's table: entry b is the first level at or above bucket b's
+ * start (roc_level_index_build's, made here from the levels uploaded). */
+__global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uint32_t base,
+                                   int shift, int64_t n_buckets, uint32_t *lut)
+{
+    for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b <= n_buckets;
+         b += int64_t(gridDim.x) * blockDim.x) {
+        const uint64_t start = roc_bucket_start(base, shift, b);
+        int64_t lo = 0, hi = n_levels;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) >> 1;
+            if (levels[mid] < start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        lut[b] = uint32_t(lo);
+    }
+}
+
 /* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
-                       const roc_level_index *index)
+                       const roc_level_index *shape)
 {
     cudaStream_t stream = ev->arena.stream();
     EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
@@ -1735,10 +1756,10 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
         return cudaStreamSynchronize(stream);
     const int64_t U = levels->n_levels;
     ev->n_levels = U;
-    ev->lut_base = index->base;
-    ev->lut_shift = index->shift;
+    ev->lut_base = shape->base;
+    ev->lut_shift = shape->shift;
     EXT_CUDA_TRY(ev->levels.allocate(U));
-    EXT_CUDA_TRY(ev->lut.allocate(U ? index->n_buckets + 1 : 0));
+    EXT_CUDA_TRY(ev->lut.allocate(U ? shape->n_buckets + 1 : 0));
     EXT_CUDA_TRY(ev->at.allocate(U + 1));
     EXT_CUDA_TRY(ev->gap.allocate(U + 1));
     EXT_CUDA_TRY(ev->gap_min.allocate(U + 1));
@@ -1749,9 +1770,9 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     if (U) {
         EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
                                      cudaMemcpyHostToDevice, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(ev->lut.get(), index->lut,
-                                     (index->n_buckets + 1) * sizeof(uint32_t),
-                                     cudaMemcpyHostToDevice, stream));
+        level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
+            ev->levels.get(), U, shape->base, shape->shift, shape->n_buckets, ev->lut.get());
+        EXT_CUDA_TRY(cudaGetLastError());
     }
     EXT_CUDA_TRY(cudaMemsetAsync(ev->at.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->gap.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
@@ -1829,11 +1850,11 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
 }
 
 extern "C" int roc_eval_cuda_set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
-                                        const roc_level_index *index)
+                                        const roc_level_index *shape)
 {
     ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
-    return set_levels(ev, levels, index);
+    return set_levels(ev, levels, shape);
 }
 
 extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int64_t row_begin,
