@@ -1,5 +1,5 @@
 """Where the wall time of one small evaluate() goes, phase by phase: each of
-the C calls the Python side makes (and the label codes before them) timed
+the C calls the Python side makes (and the labels' preparation before them) timed
 with a synchronization after it, min over repeats. The sum is a little above
 the plain call's wall time (the synchronizations between phases cost
 themselves); the plain call is printed beside it.

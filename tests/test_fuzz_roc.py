@@ -197,38 +197,51 @@ LABEL_DTYPES = {np.int8: (-128, 127), np.int16: (-2 ** 15, 2 ** 15 - 1),
 FLOAT_LABEL_DTYPES = (np.float16, np.float32, np.float64)
 
 
-@st.composite
-def label_pair(draw):
-    """Labels of one dtype: integers a few apart somewhere in the dtype's range
-    or anywhere in it, or floats (signed zeros, infinities, neighbours)."""
-    dtype = draw(st.sampled_from(sorted(LABEL_DTYPES, key=lambda d: np.dtype(d).name) +
-                                 list(FLOAT_LABEL_DTYPES)))
+def label_values(dtype):
+    """Values of one dtype: integers a few apart somewhere in its range or
+    anywhere in it, or floats (signed zeros, infinities, neighbours)."""
     if dtype in FLOAT_LABEL_DTYPES:
         width = np.dtype(dtype).itemsize * 8
-        values = st.one_of(st.sampled_from([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0]),
-                           st.floats(allow_nan=False, width=width))
-    else:
-        least, most = LABEL_DTYPES[dtype]
-        if draw(st.booleans()):
-            base = draw(st.integers(least, most))
-            values = st.integers(max(least, base - 5), min(most, base + 5))
-        else:
-            values = st.integers(least, most)
-    q, g = (draw(st.lists(values, min_size=lo, max_size=12)) for lo in (0, 1))
-    return np.array(q, dtype=dtype), np.array(g, dtype=dtype)
+        return st.one_of(st.sampled_from([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 2.0 ** 60]),
+                         st.floats(allow_nan=False, width=width))
+    least, most = LABEL_DTYPES[dtype]
+    return st.one_of(st.integers(least, most),
+                     st.integers(least, most).flatmap(
+                         lambda base: st.integers(max(least, base - 5), min(most, base + 5))),
+                     st.sampled_from([v for v in (0, 1, 2 ** 60, -1) if least <= v <= most]))
+
+
+ALL_LABEL_DTYPES = sorted(LABEL_DTYPES, key=lambda d: np.dtype(d).name) + list(FLOAT_LABEL_DTYPES)
+
+
+@st.composite
+def label_pair(draw):
+    """labels_q and labels_g, of one dtype or of two."""
+    dtype_q = draw(st.sampled_from(ALL_LABEL_DTYPES))
+    dtype_g = draw(st.sampled_from([dtype_q, *ALL_LABEL_DTYPES]))
+    q = draw(st.lists(label_values(dtype_q), min_size=0, max_size=12))
+    g = draw(st.lists(label_values(dtype_g), min_size=1, max_size=12))
+    with np.errstate(over="ignore"):  # 2^60 is inf in float16
+        return np.array(q, dtype=dtype_q), np.array(g, dtype=dtype_g)
 
 
 @given(label_pair(), st.sampled_from(["numpy", "torch"]))
 def test_comparable_labels_match_exactly_where_the_labels_do(labels, kind):
     """comparable_labels: int32 or int64 arrays of one dtype, equal exactly
     where the labels are (integers of every width and sign, floats with -0 and
-    +0 equal)."""
+    +0 equal, integers against floats), or a ValueError where that cannot be
+    decided (integers beyond 2^53 against fractional floats)."""
     from _ext.roc._inputs import comparable_labels
     labels_q, labels_g = labels
     if kind == "torch":
         labels_q, labels_g = torch.from_numpy(labels_q), torch.from_numpy(labels_g)
-    out_q, out_g = comparable_labels("evaluate", labels_q, labels_g, len(labels_q),
-                                     len(labels_g), "cpu")
+    try:
+        out_q, out_g = comparable_labels("evaluate", labels_q, labels_g, len(labels_q),
+                                         len(labels_g), "cpu")
+    except ValueError as error:
+        assert "cannot be matched exactly" in str(error)
+        assert labels[0].dtype.kind != labels[1].dtype.kind
+        return
     out_q, out_g = np.asarray(out_q), np.asarray(out_g)
     assert out_q.dtype == out_g.dtype and out_q.dtype in (np.int32, np.int64)
     values_q, values_g = labels[0].tolist(), labels[1].tolist()  # exact Python numbers

@@ -259,17 +259,36 @@ def _comparable(labels):
     return labels.astype(np.int64)
 
 
+def _int64_exact(labels):
+    """Whether every value of the labels' dtype is an int64 (bool and integers
+    but uint64)."""
+    if _ffi.is_tensor(labels):
+        torch = _ffi.torch
+        return not (labels.dtype.is_floating_point or labels.is_complex() or
+                    labels.dtype == getattr(torch, "uint64", None))
+    return labels.dtype.kind in "biu" and labels.dtype != np.uint64
+
+
+def _widened(labels):
+    if _ffi.is_tensor(labels):
+        return labels.to(_ffi.torch.int64)
+    return labels.astype(np.int64)
+
+
 def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
     """The labels as int32 or int64 arrays of one dtype on `device`, equal
     exactly where the labels are (what the C side compares): labels of one
     dtype converted elementwise (_comparable: no reduction and no
-    synchronization; torch int32 and int64 labels pass untouched), labels of
-    two dtypes as codes of their distinct values, made on the host."""
+    synchronization; torch int32 and int64 labels pass untouched), integers
+    of two dtypes that int64 holds widened to it; other labels of two dtypes
+    as codes of their distinct values, made on the host."""
     labels_q = _flat_labels(fn, "labels_q", labels_q, n_query)
     labels_g = _flat_labels(fn, "labels_g", labels_g, n_gallery)
-    if _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g) and \
-            labels_q.dtype == labels_g.dtype:
+    same_kind = _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g)
+    if same_kind and labels_q.dtype == labels_g.dtype:
         labels_q, labels_g = _comparable(labels_q), _comparable(labels_g)
+    elif same_kind and _int64_exact(labels_q) and _int64_exact(labels_g):
+        labels_q, labels_g = _widened(labels_q), _widened(labels_g)
     else:
         labels_q, labels_g = _mixed_codes(fn, labels_q, labels_g)
     return to_device(labels_q, device), to_device(labels_g, device)
