@@ -22,6 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _ext import roc  # noqa: E402
 from _ext.roc import _evaluate  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from profile_eval import blog_size  # noqa: E402  (its workload: the blog's, or Q G D)
+
 TIMED = ("roc_eval_create", "roc_eval_create_pairs", "roc_eval_add_rows", "roc_eval_counts",
          "roc_eval_summarize")
 
@@ -129,12 +132,8 @@ def main():
             phases(lambda: roc.evaluate_pairs(genuine, feat_a=feat, feat_b=feat, index_a=index_a,
                                               index_b=index_b, mode=mode))
         return
-    n_query, n_gallery, dim = (int(a) for a in args) if len(args) > 2 else (10_000, 21_000, 512)
-    labels_q = torch.arange(n_query, device="cuda")
-    labels_g = torch.arange(n_gallery, device="cuda")
-    feat_q = torch.randn(n_query, dim, device="cuda")
-    feat_g = torch.randn(n_gallery, dim, device="cuda")
-    feat_g[:n_query] = feat_q + 0.3 * torch.randn(n_query, dim, device="cuda")
+    labels_q, feat_q, labels_g, feat_g = blog_size(args)
+    (n_query, dim), n_gallery = feat_q.shape, feat_g.shape[0]
     score = roc.pair_scores(feat_q, feat_g)
     if tracing:
         trace(lambda: roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g))
