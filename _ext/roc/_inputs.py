@@ -234,6 +234,13 @@ def _mixed_codes(fn, labels_q, labels_g):
     return codes[:q.shape[0]], codes[q.shape[0]:]
 
 
+def _widened(labels):
+    """Integer (or bool) labels as int64."""
+    if _ffi.is_tensor(labels):
+        return labels.to(_ffi.torch.int64)
+    return labels.astype(np.int64)
+
+
 def _comparable(labels):
     """Labels of one dtype as int32 or int64, equal exactly where they are:
     int32 and int64 as they are (no copy), other integers widened (uint64
@@ -248,7 +255,7 @@ def _comparable(labels):
         if labels.dtype.is_floating_point:
             wide = labels.to(torch.float64)
             return torch.where(wide == 0, 0.0, wide).view(torch.int64)
-        return labels.to(torch.int64)
+        return _widened(labels)
     if labels.dtype in (np.int32, np.int64):
         return np.ascontiguousarray(labels)
     if labels.dtype == np.uint64:
@@ -256,7 +263,7 @@ def _comparable(labels):
     if labels.dtype.kind == "f":
         wide = labels.astype(np.float64)
         return np.where(wide == 0, 0.0, wide).view(np.int64)
-    return labels.astype(np.int64)
+    return _widened(labels)
 
 
 def _int64_exact(labels):
@@ -267,12 +274,6 @@ def _int64_exact(labels):
         return not (labels.dtype.is_floating_point or labels.is_complex() or
                     labels.dtype == getattr(torch, "uint64", None))
     return labels.dtype.kind in "biu" and labels.dtype != np.uint64
-
-
-def _widened(labels):
-    if _ffi.is_tensor(labels):
-        return labels.to(_ffi.torch.int64)
-    return labels.astype(np.int64)
 
 
 def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
