@@ -134,7 +134,7 @@ ROC_HD uint64_t roc_bucket_start(uint32_t base, int shift, int64_t b)
 }
 
 /* Element t of an integer or bool array of ext_dtype `dtype` (a pair list's
- * flags and indices). */
+ * flags and indices, the labels). */
 ROC_HD int64_t roc_int_at(const void *p, int dtype, int64_t t)
 {
     switch (dtype) {
