@@ -6,7 +6,8 @@
 
 (--small leaves out the 2000 x 2000 case; --race makes one call of each
 kernel that shares memory between threads, since racecheck is slow;
---partition runs only the partitioned count's calls, with any tool.)
+--partition runs only the partitioned count's and the set-aside keys'
+calls, with any tool.)
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
@@ -16,7 +17,8 @@ int32 and float labels, partial
 tiles, shared-memory and global counters, pair_scores; the feature
 operands prepared a block at a time (EXT_ROC_OPERAND_KIB); ordered same-set
 pairs and a shard of a set's rows; the partitioned exact count (tens of
-thousands of levels from features, segments that fill); lists of pairs (flat scores and listed
+thousands of levels from features, segments that fill) and the keys set
+aside (a buffer that fills); lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode); bad flags and indices.
 """
 
@@ -81,7 +83,7 @@ def evaluator_cases(generator, small):
                 ran += 1
         ran += shard_cases(labels, feats)
     return ran + block_cases(generator, ("exact", "binned", "curve")) + \
-        partition_cases(generator) + pair_list_cases(generator)
+        partition_cases(generator) + aside_cases(generator) + pair_list_cases(generator)
 
 
 def partition_cases(generator):
@@ -104,6 +106,30 @@ def partition_cases(generator):
             ran += 2
         finally:
             os.environ.pop("EXT_ROC_PARTITION_KIB", None)
+    del os.environ["EXT_ROC_PARTITION_LEVELS"]
+    return ran
+
+
+def aside_cases(generator):
+    """Exact from features with ~21,000 genuine levels, not partitioned: the
+    keys at or above the lowest level set aside and counted after the pass,
+    in a buffer that holds them all and in one of 100,000 keys, ~100 a warp,
+    that fill (the keys past them counted in the pass); two sets and one."""
+    labels_q = torch.randint(0, 10, (300,), device="cuda", generator=generator)
+    labels_g = torch.randint(0, 10, (700,), device="cuda", generator=generator)
+    feat_q = torch.randn(300, 20, device="cuda", generator=generator)
+    feat_g = torch.randn(700, 20, device="cuda", generator=generator)
+    ran = 0
+    os.environ["EXT_ROC_PARTITION_LEVELS"] = str(1 << 30)  # never partitioned
+    for keys in (None, "100000"):
+        if keys:
+            os.environ["EXT_ROC_ASIDE_KEYS"] = keys
+        try:
+            roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
+            roc.evaluate(labels_g, None, feat_q=feat_g, same_set="ordered")
+            ran += 2
+        finally:
+            os.environ.pop("EXT_ROC_ASIDE_KEYS", None)
     del os.environ["EXT_ROC_PARTITION_LEVELS"]
     return ran
 
@@ -225,7 +251,8 @@ def race_cases(generator):
 def main():
     generator = torch.Generator(device="cuda").manual_seed(0)
     if "--partition" in sys.argv[1:]:
-        print("sanitize_roc: %d calls ran" % partition_cases(generator))
+        print("sanitize_roc: %d calls ran" % (partition_cases(generator) +
+                                             aside_cases(generator)))
         return
     if "--race" in sys.argv[1:]:
         print("sanitize_roc: %d calls ran" % race_cases(generator))

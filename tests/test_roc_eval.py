@@ -755,6 +755,60 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
                                                             cpu.auc)
 
 
+def aside_workload(rng, features, n_ids=3000, per_id=4):
+    """Features whose genuine levels outnumber a block's shared counters
+    (7,167): "integer dot" ties many impostors with a level, "normal cosine"
+    puts nearly every pair at or above the lowest level, "outliers" only a few
+    percent (genuine scores high but for ten, at ~0.7)."""
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)
+    if features == "integer dot":
+        feat_q = rng.integers(-120, 121, (n_ids, 3)).astype(np.float32)
+        feat_g = rng.integers(-120, 121, (n_ids * per_id, 3)).astype(np.float32)
+        return labels_q, labels_g, feat_q, feat_g, "dot"
+    feat_q = rng.normal(size=(n_ids, 16)).astype(np.float32)
+    feat_g = rng.normal(size=(n_ids * per_id, 16)).astype(np.float32)
+    if features == "outliers":
+        feat_g = feat_q[labels_g] + 0.3 * feat_g
+        few = rng.choice(len(feat_g), 10, replace=False)
+        feat_g[few] = feat_q[labels_g[few]] + rng.normal(size=(10, 16))
+        feat_q = feat_q[labels_q]
+    return labels_q, labels_g, feat_q, feat_g.astype(np.float32), "cosine"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features", ["integer dot", "normal cosine", "outliers"])
+@pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
+def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
+    """More genuine levels than the shared counters hold, not partitioned:
+    the feature pass sets the keys at or above the lowest level aside and a
+    kernel counts them after the launch (roc_count.cuh's set_aside). Each
+    call runs with the default buffer, then with one of 100,000 keys, ~100 a
+    warp, which fill (the keys past them counted in the pass), and with 16 KiB
+    operand blocks (several launches, the buffer emptied between them)."""
+    labels_q, labels_g, feat_q, feat_g, similarity = aside_workload(rng, features)
+    if source == "features":
+        kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
+    else:
+        kwargs = dict(labels_q=labels_g, labels_g=None, feat_q=feat_g, same_set=source)
+    cpu = roc.evaluate(similarity=similarity, **kwargs)
+    assert len(cpu.counts["genuine_scores"]) > 7200
+    above = 1 - cpu.counts["impostor_between"][0] / cpu.n_impostor
+    assert 0.001 < above < 0.1 if features == "outliers" else above > 0.5
+    moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+             for k, v in kwargs.items()}
+    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
+    for env in ({}, {"EXT_ROC_ASIDE_KEYS": "100000"}, {"EXT_ROC_OPERAND_KIB": "16"}):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        gpu = roc.evaluate(similarity=similarity, **moved)
+        for name, value in cpu.counts.items():
+            np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+        np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+        for name in env:
+            monkeypatch.delenv(name)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("tail", [True, False])
 def test_gpu_count_chooses_partition(rng, monkeypatch, tail):

@@ -11,7 +11,9 @@
  * Where the levels lie among the impostors, each pair needs its own lookup:
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
- * few.
+ * few. The feature pass with global counters does not look them up at all:
+ * it sets the keys at or above the lowest level aside in a buffer, and a
+ * kernel after the launch counts them (set_aside).
  *
  * Where there are more levels than the shared counters hold and most pairs
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
@@ -115,6 +117,14 @@ struct PassParams {
     float *scores;
     /* partitioned exact */
     RangePartition part;
+    /* exact from features with global counters: the keys at or above the
+     * lowest level set aside for count_aside_kernel, null where not. Warp w
+     * of the launch has aside_segment of them from w * aside_segment, and
+     * leaves how many it used in aside_used[w]; a key past its segment's end
+     * is counted directly. */
+    uint32_t *aside_keys;
+    uint32_t *aside_used;
+    uint32_t aside_segment;
     /* feature pass: the tiles of its operands this launch walks */
     int64_t tile_begin, tile_end;
     /* every mode */
@@ -145,6 +155,23 @@ inline size_t counter_bytes(int mode, const PassParams &p)
     return 0;
 }
 
+/* A key at or above the lowest level (at or below `highest`, the highest, or
+ * above it: the top gap) into exact mode's global counters. */
+__device__ __forceinline__ void count_directly(const PassParams &p, uint32_t key,
+                                               uint32_t highest)
+{
+    int at = 0;
+    const int64_t g = key > highest ? p.n_levels
+                                    : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
+                                                     key, &at);
+    if (at) {
+        atomicAdd(&p.at[g], 1ull);
+    } else {
+        atomicAdd(&p.gap[g], 1ull);
+        atomicMin(&p.gap_min[g], key);
+    }
+}
+
 /* (key, count) becomes the higher of it and (other_key, other_count), the
  * counts added where the keys are equal; a count of 0 is no key at all. */
 __device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
@@ -172,7 +199,7 @@ template <int kMode> class Counter {
             lowest_ = __ldg(p.levels);
             highest_ = __ldg(p.levels + p.n_levels - 1);
         }
-        if (kMode == kPartitioned)
+        if (kMode == kPartitioned || p.aside_keys)
             run_gap_ = 0; /* the only gap counted here: below every level */
     }
 
@@ -272,12 +299,17 @@ template <int kMode> class Counter {
         }
         if constexpr (kMode == kExact) {
             uint32_t key[kN];
+#pragma unroll
+            for (int u = 0; u < kN; u++)
+                key[u] = roc_score_key(s[u]);
+            if (p_.aside_keys) { /* the same in every thread of the grid */
+                set_aside(key, s, use);
+                return;
+            }
             bool below = true;
 #pragma unroll
-            for (int u = 0; u < kN; u++) {
-                key[u] = roc_score_key(s[u]);
+            for (int u = 0; u < kN; u++)
                 below = below && use[u] && !isnan(s[u]) && key[u] < lowest_;
-            }
             if (!below) {
                 exact_pairs(key, s, use);
                 return;
@@ -356,6 +388,8 @@ template <int kMode> class Counter {
             return;
         if (kCountsLevels)
             flush_run();
+        if (kMode == kExact && p_.aside_keys && threadIdx.x % 32 == 0)
+            p_.aside_used[aside_warp()] = min(aside_used_, p_.aside_segment);
         reduce_totals();
         __syncthreads();
         if (kMode == kExact && p_.shared_gaps) {
@@ -382,6 +416,61 @@ template <int kMode> class Counter {
             top_count_ = key > top_key_ || top_count_ == 0 ? 1 : top_count_ + 1;
             top_key_ = key;
         }
+    }
+
+    /* pairs() where the keys at or above the lowest level are set aside:
+     * those below it join the run of gap 0 (the only run), those above go to
+     * the warp's segment of p_.aside_keys, the lanes' in order (a shuffle
+     * scan: no atomic), and count_aside_kernel counts them after the launch.
+     * Looked up here, a warp ran the lookup whenever one lane had such a
+     * pair, and each broke its lane's run of gap 0 (dev/NOTES.md). Every
+     * thread of the warp calls it. */
+    template <int kN>
+    __device__ __forceinline__ void set_aside(const uint32_t (&key)[kN], const float (&s)[kN],
+                                              const bool (&use)[kN])
+    {
+        bool above[kN];
+        int n_above = 0;
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            const bool live = use[u] && !isnan(s[u]);
+            n_pairs_ += use[u];
+            n_nan_ += use[u] && !live;
+            if (live)
+                see_top(key[u]);
+            above[u] = live && key[u] >= lowest_;
+            n_above += above[u];
+            const bool below = live && !above[u];
+            run_count_ += below;
+            run_min_ = min(run_min_, below ? key[u] : 0xffffffffu);
+        }
+        if (!__any_sync(0xffffffffu, n_above))
+            return;
+        const int lane = threadIdx.x % 32;
+        int through = n_above; /* the lanes' keys up to and with this one's */
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int before = __shfl_up_sync(0xffffffffu, through, d);
+            through += lane >= d ? before : 0;
+        }
+        uint32_t slot = aside_used_ + through - n_above;
+        aside_used_ += __shfl_sync(0xffffffffu, through, 31);
+        uint32_t *segment = p_.aside_keys + size_t(aside_warp()) * p_.aside_segment;
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            if (!above[u])
+                continue;
+            if (slot < p_.aside_segment)
+                segment[slot] = key[u];
+            else
+                count_directly(p_, key[u], highest_);
+            slot++;
+        }
+    }
+
+    __device__ __forceinline__ int aside_warp() const
+    {
+        return int(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
     }
 
     /* pair() for kN pairs of keys `key`, their lookups side by side: the index
@@ -538,6 +627,9 @@ template <int kMode> class Counter {
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
+    /* exact with p_.aside_keys: the keys this warp set aside (the same in
+     * all its lanes; may pass its segment's end) */
+    uint32_t aside_used_ = 0;
     /* kPartitioned: whether this thread's half tile had a pair above the
      * lowest level */
     bool any_above_ = false;
@@ -721,7 +813,7 @@ class RangeSorter {
                 if (t < fill()[range[u]] >> 16)
                     p_.part.keys[uint32_t(segment_base()[range[u]] + t)] = key[u];
                 else
-                    count_directly(key[u]);
+                    count_directly(p_, key[u], highest_);
             }
         }
         __syncthreads(); /* every thread's limits read */
@@ -751,22 +843,6 @@ class RangeSorter {
                 hi = mid - 1;
         }
         return lo;
-    }
-
-    /* A key at or above the lowest level whose segment is full: into the
-     * global counters, as exact mode counts with global counters. */
-    __device__ void count_directly(uint32_t key) const
-    {
-        int at = 0;
-        const int64_t g = key > highest_ ? p_.n_levels
-                                         : roc_find_level(p_.levels, p_.lut, p_.lut_base,
-                                                          p_.lut_shift, key, &at);
-        if (at) {
-            atomicAdd(&p_.at[g], 1ull);
-        } else {
-            atomicAdd(&p_.gap[g], 1ull);
-            atomicMin(&p_.gap_min[g], key);
-        }
     }
 
     const PassParams &p_;

@@ -483,6 +483,42 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
     }
 }
 
+/* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
+ * global counters: a warp a segment (n_warps of them), 32 keys at a time,
+ * with one atomic for the lanes whose keys share a gap. The keys above the
+ * lowest level crowd its first gaps (the impostors' tail), so one atomic a
+ * key on those few counters took 5.3 ms a launch at 1e10 (H100). */
+__global__ void count_aside_kernel(const PassParams p, int n_warps)
+{
+    const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
+    const int lane = threadIdx.x % 32;
+    const int warps = gridDim.x * (blockDim.x / 32);
+    for (int w = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < n_warps; w += warps) {
+        const uint32_t n = p.aside_used[w];
+        const uint32_t *keys = p.aside_keys + size_t(w) * p.aside_segment;
+        for (uint32_t t = lane; t < (n + 31) / 32 * 32; t += 32) {
+            const bool live = t < n;
+            const uint32_t key = live ? __ldg(keys + t) : 0u;
+            int at = 0;
+            int64_t g = -1;
+            if (live)
+                g = key > highest ? p.n_levels
+                                  : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
+                                                   key, &at);
+            const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
+            const uint32_t lowest = __reduce_min_sync(peers, key);
+            if (!live || lane != __ffs(peers) - 1)
+                continue;
+            if (at) {
+                atomicAdd(&p.at[g], (unsigned long long)__popc(peers));
+            } else {
+                atomicAdd(&p.gap[g], (unsigned long long)__popc(peers));
+                atomicMin(&p.gap_min[g], lowest);
+            }
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
 // genuine pairs
 
@@ -1071,6 +1107,9 @@ struct roc_eval_cuda {
         range_capacity, range_block_used, range_reserved;
     Buffer<uint16_t> range_index;
     int64_t range_keys_total = 0, range_raw_total = 0;
+    /* exact from features with global counters: the keys the pass sets aside
+     * (roc_count.cuh), while not partitioned, and each warp's count of them */
+    Buffer<uint32_t> aside_keys, aside_used;
     /* binned */
     Buffer<float> edges;
     Buffer<unsigned long long> bins;
@@ -1093,7 +1132,7 @@ struct roc_eval_cuda {
           top_count(arena), block_top_count(arena), range_starts(arena), range_raw(arena),
           range_raw_count(arena), range_keys(arena), range_offset(arena),
           range_capacity(arena), range_block_used(arena), range_reserved(arena),
-          range_index(arena),
+          range_index(arena), aside_keys(arena), aside_used(arena),
           edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
@@ -1331,6 +1370,8 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.gap_min = ev->gap_min.get();
     p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters;
     p.part = ev->part;
+    p.aside_keys = ev->aside_keys.get();
+    p.aside_used = ev->aside_used.get();
     p.edges = ev->edges.get();
     p.n_bins = ev->n_bins;
     p.lo32 = ev->lo32;
@@ -1417,8 +1458,15 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             PassParams q = p;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
+            const int warps = blocks * (threads / 32);
+            q.aside_segment = q.aside_keys ? uint32_t(ev->aside_keys.size() / warps) : 0;
             feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q);
             EXT_CUDA_TRY(cudaGetLastError());
+            if (kMode == kExact && q.aside_keys) {
+                count_aside_kernel<<<(warps + kThreads / 32 - 1) / (kThreads / 32), kThreads, 0,
+                                     stream>>>(q, warps);
+                EXT_CUDA_TRY(cudaGetLastError());
+            }
             if (kMode == kPartitioned) {
                 partition_kernel<<<ev->part.n_blocks, kPartitionThreads,
                                    RangeSorter::kSharedBytes, stream>>>(q);
@@ -1741,6 +1789,21 @@ __global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uin
     }
 }
 
+/* Keys the feature pass may set aside in one launch (exact mode with global
+ * counters), shared out among its warps: 2^24 (64 MiB), or the evaluation's
+ * pairs where fewer. The 1e10 workload (50,000 x 200,000, 0.2% of the pairs
+ * above the lowest level) sets ~10^7 aside a launch, ~9,500 a warp of ~15,900
+ * places on the H100; a warp's keys past its place are counted in the pass.
+ * EXT_ROC_ASIDE_KEYS, where set, replaces it (the tests fill a small one). */
+size_t aside_capacity(const roc_eval_cuda *ev)
+{
+    const int64_t forced = env_tuning("EXT_ROC_ASIDE_KEYS", 1, 0);
+    if (forced > 0)
+        return size_t(std::min(forced, int64_t(UINT32_MAX)));
+    const int64_t pairs = ev->src.n_query * ev->src.n_gallery;
+    return size_t(std::max(int64_t(1), std::min(pairs, int64_t(1) << 24)));
+}
+
 /* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
                        const roc_level_index *shape)
@@ -1783,12 +1846,20 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
      * over: no ranges of the first levels survive it */
     ev->part = RangePartition{};
     ev->probe_partition = ev->probed = false;
+    ev->aside_keys.release();
+    const bool features = !ev->src.list && ev->src.score == nullptr;
     if (can_partition(ev, U)) {
         const int64_t forced = forced_partition_levels();
         if (forced < 0)
             ev->probe_partition = true;
         else if (U > forced)
             EXT_CUDA_TRY(set_ranges(ev, levels->keys));
+    }
+    if (features && U > 0 && ev->part.n_ranges == 0 &&
+        size_t(U + 1) * 2 * sizeof(uint32_t) > counters_max(ev)) {
+        EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
+        EXT_CUDA_TRY(
+            ev->aside_used.allocate(size_t(ev->pass_blocks) * (FeatureTile::kThreads / 32)));
     }
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);
@@ -1819,6 +1890,7 @@ cudaError_t choose_count(roc_eval_cuda *ev)
     EXT_CUDA_TRY(cudaMemcpyAsync(keys.data(), ev->levels.get(), keys.size() * sizeof(uint32_t),
                                  cudaMemcpyDeviceToHost, stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+    ev->aside_keys.release(); /* the partition's buffers take its place */
     return set_ranges(ev, keys.data());
 }
 
@@ -1886,6 +1958,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         }
         PassParams q = given;
         q.part = ev->part; /* choose_count may have set it up since `p` */
+        q.aside_keys = ev->aside_keys.get(); /* and released this */
         if (ev->src.mode == kCurve)
             return launch_pass<kCurve>(ev, q, row_begin, op);
         if (ev->src.mode == kExact && ev->part.n_ranges > 0 && op)
