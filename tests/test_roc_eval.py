@@ -781,8 +781,9 @@ def aside_workload(rng, features, n_ids=3000, per_id=4):
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     """More genuine levels than the shared counters hold, not partitioned:
-    the feature pass sets the keys at or above the lowest level aside and a
-    kernel counts them after the launch (roc_count.cuh's set_aside). Each
+    after a first wave of tiles counted directly, the feature pass sets the
+    keys at or above the lowest level aside and a kernel counts them after
+    the launch (roc_count.cuh's set_aside). Each
     call runs with the default buffer, then with one of 100,000 keys, ~100 a
     warp, which fill (the keys past them counted in the pass), and with 16 KiB
     operand blocks (several launches, the buffer emptied between them)."""
@@ -813,11 +814,11 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
 @pytest.mark.parametrize("tail", [True, False])
 def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
     """20,000 genuine levels from features, without EXT_ROC_PARTITION_LEVELS:
-    the first operand block is counted with global counters, then by
-    partition only where half of its pairs or more lay at or above the lowest
-    level (a tail of genuine scores among the impostors), which the
-    partition's buffers (256 MiB and more) show in the memory peak. Small
-    operand blocks make several blocks, so both counts add into one result."""
+    the first tiles are counted with global counters, the rest by partition
+    only where half of their pairs or more lay at or above the lowest level
+    (a tail of genuine scores among the impostors), which the partition's
+    buffers (256 MiB and more) show in the memory peak. Small operand blocks
+    make several blocks, so the counts add into one result."""
     n_ids, per_id, dim = 5000, 4, 16
     labels_g = np.repeat(np.arange(n_ids), per_id)
     labels_q = rng.permutation(n_ids)
@@ -851,7 +852,8 @@ def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
 def test_gpu_more_levels_than_shared_counters(rng, features, mode):
     """12,000+ genuine levels from features, more than a block's shared gap
     counters hold (7,167): the feature pass's global counters, its pairs looked
-    up side by side. Integer features scored by dot products tie a third of
+    up side by side (the first wave of tiles; the rest partitioned, since
+    every pair lies among the levels). Integer features scored by dot products tie a third of
     the impostors with a genuine level; normal ones almost none."""
     n_ids, per_id, n_query = 4000, 4, 4000
     labels_g = np.repeat(np.arange(n_ids), per_id)

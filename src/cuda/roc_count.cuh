@@ -11,9 +11,9 @@
  * Where the levels lie among the impostors, each pair needs its own lookup:
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
- * few. The feature pass with global counters does not look them up at all:
- * it sets the keys at or above the lowest level aside in a buffer, and a
- * kernel after the launch counts them (set_aside).
+ * few. Where some pairs lie among them (roc_eval_kernel.cu's choose_count),
+ * the feature pass does not look those up at all (kAside): it sets their
+ * keys aside in a buffer, and a kernel after the launch counts them.
  *
  * Where there are more levels than the shared counters hold and most pairs
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
@@ -39,7 +39,7 @@
 
 namespace roc_count {
 
-enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4 };
+enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside = 5 };
 
 constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest */
 
@@ -117,16 +117,17 @@ struct PassParams {
     float *scores;
     /* partitioned exact */
     RangePartition part;
-    /* exact from features with global counters: the keys at or above the
-     * lowest level set aside for count_aside_kernel, null where not. Warp w
+    /* kAside (exact from features with global counters): the keys at or
+     * above the lowest level set aside for count_aside_kernel. Warp w
      * of the launch has aside_segment of them from w * aside_segment, and
      * leaves how many it used in aside_used[w]; a key past its segment's end
      * is counted directly. */
     uint32_t *aside_keys;
     uint32_t *aside_used;
     uint32_t aside_segment;
-    /* feature pass: the tiles of its operands this launch walks */
-    int64_t tile_begin, tile_end;
+    /* feature pass: the tiles of its operands this launch walks, and the
+     * first of the launches that share the blocks' top-key slots */
+    int64_t tile_begin, tile_end, tile_first;
     /* every mode */
     unsigned long long *totals; /* pairs, NaN pairs */
     uint32_t *block_top_key;
@@ -199,7 +200,7 @@ template <int kMode> class Counter {
             lowest_ = __ldg(p.levels);
             highest_ = __ldg(p.levels + p.n_levels - 1);
         }
-        if (kMode == kPartitioned || p.aside_keys)
+        if (kMode == kPartitioned || kMode == kAside)
             run_gap_ = 0; /* the only gap counted here: below every level */
     }
 
@@ -297,19 +298,20 @@ template <int kMode> class Counter {
             }
             return;
         }
-        if constexpr (kMode == kExact) {
+        if constexpr (kMode == kAside) {
             uint32_t key[kN];
 #pragma unroll
             for (int u = 0; u < kN; u++)
                 key[u] = roc_score_key(s[u]);
-            if (p_.aside_keys) { /* the same in every thread of the grid */
-                set_aside(key, s, use);
-                return;
-            }
+            set_aside(key, s, use);
+        } else if constexpr (kMode == kExact) {
+            uint32_t key[kN];
             bool below = true;
 #pragma unroll
-            for (int u = 0; u < kN; u++)
+            for (int u = 0; u < kN; u++) {
+                key[u] = roc_score_key(s[u]);
                 below = below && use[u] && !isnan(s[u]) && key[u] < lowest_;
+            }
             if (!below) {
                 exact_pairs(key, s, use);
                 return;
@@ -388,7 +390,7 @@ template <int kMode> class Counter {
             return;
         if (kCountsLevels)
             flush_run();
-        if (kMode == kExact && p_.aside_keys && threadIdx.x % 32 == 0)
+        if (kMode == kAside && threadIdx.x % 32 == 0)
             p_.aside_used[aside_warp()] = min(aside_used_, p_.aside_segment);
         reduce_totals();
         __syncthreads();
@@ -406,7 +408,8 @@ template <int kMode> class Counter {
     }
 
   private:
-    static constexpr bool kCountsLevels = kMode == kExact || kMode == kPartitioned;
+    static constexpr bool kCountsLevels = kMode == kExact || kMode == kPartitioned ||
+                                          kMode == kAside;
 
     /* The highest key and its count (top_key_ starts at 0, the lowest key):
      * one compare for nearly every pair, which lies below the top so far. */
@@ -418,7 +421,7 @@ template <int kMode> class Counter {
         }
     }
 
-    /* pairs() where the keys at or above the lowest level are set aside:
+    /* kAside's pairs(): the keys at or above the lowest level set aside:
      * those below it join the run of gap 0 (the only run), those above go to
      * the warp's segment of p_.aside_keys, the lanes' in order (a shuffle
      * scan: no atomic), and count_aside_kernel counts them after the launch.
@@ -611,7 +614,7 @@ template <int kMode> class Counter {
             if (kCountsLevels) {
                 /* a later launch of one pass (roc_eval_kernel.cu's launch_pass)
                  * adds to what the block's slot holds from the earlier ones */
-                if (p_.tile_begin > 0)
+                if (p_.tile_begin > p_.tile_first)
                     merge_top(key, count, p_.block_top_key[blockIdx.x],
                               p_.block_top_count[blockIdx.x]);
                 p_.block_top_key[blockIdx.x] = key;
@@ -627,8 +630,8 @@ template <int kMode> class Counter {
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
-    /* exact with p_.aside_keys: the keys this warp set aside (the same in
-     * all its lanes; may pass its segment's end) */
+    /* kAside: the keys this warp set aside (the same in all its lanes; may
+     * pass its segment's end) */
     uint32_t aside_used_ = 0;
     /* kPartitioned: whether this thread's half tile had a pair above the
      * lowest level */

@@ -1100,9 +1100,11 @@ struct roc_eval_cuda {
      * the ranges the keys are partitioned by, the raw half tiles' buffer and
      * the segments' (roc_count.cuh); part.n_ranges = 0 where not */
     RangePartition part{};
-    /* may partition, not forced: the first operand block is counted
-     * directly (probed) and its pairs choose (choose_count) */
-    bool probe_partition = false, probed = false;
+    /* exact from features with global counters: the first tiles are
+     * counted directly and their pairs choose how the rest are
+     * (choose_count): directly, with keys set aside, or by partition where
+     * may_partition */
+    bool probe_count = false, may_partition = false;
     Buffer<uint32_t> range_starts, range_raw, range_raw_count, range_keys, range_offset,
         range_capacity, range_block_used, range_reserved;
     Buffer<uint16_t> range_index;
@@ -1418,7 +1420,7 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
  * buffer holds; the blocks' top keys are merged once, after the last. */
 template <int kMode>
 cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
-                        const Operands *op)
+                        const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
 {
     const roc_source &s = ev->src;
     const bool features = !s.list && s.score == nullptr;
@@ -1427,7 +1429,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     const size_t shared = counter_bytes(kMode, p) + (features ? sizeof(FeatureTile::Shared) : 0);
     const int threads = features ? FeatureTile::kThreads : kThreads;
     const void *func = reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
-    if constexpr (kMode != kPartitioned) {
+    if constexpr (kMode != kPartitioned && kMode != kAside) {
         if (!features)
             func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
                           : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
@@ -1439,7 +1441,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
     const int blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     auto merge_top = [&]() {
-        if (kMode != kExact && kMode != kPartitioned)
+        if (kMode != kExact && kMode != kPartitioned && kMode != kAside)
             return cudaSuccess;
         merge_top_kernel<<<1, 32, 0, stream>>>(ev->block_top_key.get(),
                                               ev->block_top_count.get(), blocks,
@@ -1448,21 +1450,22 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     };
     if (features) {
         int64_t tiles_m, tiles_n;
-        const int64_t tiles = feature_tiles(*op, p, &tiles_m, &tiles_n);
+        const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* partitioned: launches of whole tiles for every block whose half
          * tiles the raw buffer holds, each partitioned and drained after it */
         int64_t step = tiles;
         if (kMode == kPartitioned)
             step = ev->range_raw_total / (roc_gemm::kBM * roc_gemm::kBN) / blocks * blocks;
-        for (int64_t t = 0; t < tiles; t += step) {
+        for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
+            q.tile_first = tile_from;
             const int warps = blocks * (threads / 32);
-            q.aside_segment = q.aside_keys ? uint32_t(ev->aside_keys.size() / warps) : 0;
+            q.aside_segment = uint32_t(ev->aside_keys.size() / warps);
             feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q);
             EXT_CUDA_TRY(cudaGetLastError());
-            if (kMode == kExact && q.aside_keys) {
+            if (kMode == kAside) {
                 count_aside_kernel<<<(warps + kThreads / 32 - 1) / (kThreads / 32), kThreads, 0,
                                      stream>>>(q, warps);
                 EXT_CUDA_TRY(cudaGetLastError());
@@ -1476,7 +1479,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         }
         return merge_top();
     }
-    if constexpr (kMode != kPartitioned) {
+    if constexpr (kMode != kPartitioned && kMode != kAside) {
         if (listed)
             list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
         else
@@ -1845,37 +1848,33 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     /* a second call (the distributed evaluation's gathered levels) starts
      * over: no ranges of the first levels survive it */
     ev->part = RangePartition{};
-    ev->probe_partition = ev->probed = false;
     ev->aside_keys.release();
     const bool features = !ev->src.list && ev->src.score == nullptr;
-    if (can_partition(ev, U)) {
-        const int64_t forced = forced_partition_levels();
-        if (forced < 0)
-            ev->probe_partition = true;
-        else if (U > forced)
-            EXT_CUDA_TRY(set_ranges(ev, levels->keys));
-    }
-    if (features && U > 0 && ev->part.n_ranges == 0 &&
-        size_t(U + 1) * 2 * sizeof(uint32_t) > counters_max(ev)) {
-        EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
-        EXT_CUDA_TRY(
-            ev->aside_used.allocate(size_t(ev->pass_blocks) * (FeatureTile::kThreads / 32)));
+    const int64_t forced = forced_partition_levels();
+    ev->may_partition = forced < 0 && can_partition(ev, U);
+    ev->probe_count = features && U > 0 &&
+                      size_t(U + 1) * 2 * sizeof(uint32_t) > counters_max(ev);
+    if (forced >= 0 && U > forced && can_partition(ev, U)) {
+        ev->probe_count = false;
+        EXT_CUDA_TRY(set_ranges(ev, levels->keys));
     }
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);
 }
 
-/* After the first operand block's pairs were counted directly (may-partition
- * exact mode without EXT_ROC_PARTITION_LEVELS): partition from now on where
- * at least half of them lay at or above the lowest level. The direct count
- * costs such a pair 22-64 ps (40,000 to 4M levels: L2's scattered atomics),
- * the partition ~8 ps every pair plus ~7 each it keeps (H100, dev/NOTES.md),
- * so the level count alone does not tell (1e10: 200,000 levels, 0.2% of the
- * pairs above). One synchronization an evaluation; the buffers only where
- * partitioned. */
+/* After the first tiles were counted directly (exact from features with
+ * global counters): how to count the rest, by the share of their pairs at
+ * or above the lowest level. Half or more: by partition, where
+ * may_partition (a direct count costs such a pair 22-64 ps at 40,000 to 4M
+ * levels, L2's scattered atomics; the partition ~8 ps every pair plus ~7
+ * each it keeps). At least 1/1024: with those keys set aside (kAside), which
+ * costs the pass ~3% where none is above and saved 5% at 1e10 (0.2% above).
+ * Else directly, as the probe did. The level count alone does not tell (1e10:
+ * 200,000 levels, 0.2% of the pairs above; H100, dev/NOTES.md). One
+ * synchronization an evaluation; the buffers only where chosen. */
 cudaError_t choose_count(roc_eval_cuda *ev)
 {
-    ev->probe_partition = false;
+    ev->probe_count = false;
     cudaStream_t stream = ev->arena.stream();
     unsigned long long totals[2] = {0, 0}, below = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(totals, ev->totals.get(), sizeof totals, cudaMemcpyDeviceToHost,
@@ -1883,15 +1882,21 @@ cudaError_t choose_count(roc_eval_cuda *ev)
     EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->gap.get(), sizeof below, cudaMemcpyDeviceToHost,
                                  stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    const unsigned long long scored = totals[0] - totals[1];
-    if (scored == 0 || 2 * (scored - below) < scored)
-        return cudaSuccess;
-    std::vector<uint32_t> keys(size_t(ev->n_levels));
-    EXT_CUDA_TRY(cudaMemcpyAsync(keys.data(), ev->levels.get(), keys.size() * sizeof(uint32_t),
-                                 cudaMemcpyDeviceToHost, stream));
-    EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    ev->aside_keys.release(); /* the partition's buffers take its place */
-    return set_ranges(ev, keys.data());
+    const unsigned long long scored = totals[0] - totals[1], above = scored - below;
+    if (ev->may_partition && scored > 0 && 2 * above >= scored) {
+        std::vector<uint32_t> keys(size_t(ev->n_levels));
+        EXT_CUDA_TRY(cudaMemcpyAsync(keys.data(), ev->levels.get(),
+                                     keys.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                                     stream));
+        EXT_CUDA_TRY(cudaStreamSynchronize(stream));
+        return set_ranges(ev, keys.data());
+    }
+    if (above > 0 && above * 1024 >= scored) {
+        EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
+        EXT_CUDA_TRY(
+            ev->aside_used.allocate(size_t(ev->pass_blocks) * (FeatureTile::kThreads / 32)));
+    }
+    return cudaSuccess;
 }
 
 } // namespace
@@ -1951,20 +1956,31 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     if (list && ev->src.score && ev->src.mode == kExact && ev->n_levels > kSortedLevels)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
     auto pass = [&](const PassParams &given, const Operands *op) -> cudaError_t {
-        if (ev->probe_partition && op) {
-            if (ev->probed)
-                EXT_CUDA_TRY(choose_count(ev));
-            ev->probed = true;
-        }
         PassParams q = given;
-        q.part = ev->part; /* choose_count may have set it up since `p` */
-        q.aside_keys = ev->aside_keys.get(); /* and released this */
+        int64_t tile_from = 0;
+        if (ev->probe_count && op) {
+            /* a wave's tiles, at most half of them, counted directly; their
+             * pairs choose how the rest are */
+            int64_t tiles_m, tiles_n;
+            const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
+            tile_from = std::max(int64_t(1), std::min(tiles / 2, int64_t(2) * ext_sm_count()));
+            EXT_CUDA_TRY(launch_pass<kExact>(ev, q, row_begin, op, 0, tile_from));
+            EXT_CUDA_TRY(choose_count(ev));
+            if (tile_from == tiles)
+                return cudaSuccess;
+        }
+        /* choose_count may have set these up since `p` */
+        q.part = ev->part;
+        q.aside_keys = ev->aside_keys.get();
+        q.aside_used = ev->aside_used.get();
         if (ev->src.mode == kCurve)
             return launch_pass<kCurve>(ev, q, row_begin, op);
         if (ev->src.mode == kExact && ev->part.n_ranges > 0 && op)
-            return launch_pass<kPartitioned>(ev, q, row_begin, op);
+            return launch_pass<kPartitioned>(ev, q, row_begin, op, tile_from);
+        if (ev->src.mode == kExact && ev->aside_keys.get() && op)
+            return launch_pass<kAside>(ev, q, row_begin, op, tile_from);
         if (ev->src.mode == kExact)
-            return launch_pass<kExact>(ev, q, row_begin, op);
+            return launch_pass<kExact>(ev, q, row_begin, op, tile_from);
         return launch_pass<kBinned>(ev, q, row_begin, op);
     };
     if (!list && !ev->src.score) {
