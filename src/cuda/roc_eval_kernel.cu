@@ -506,7 +506,13 @@ __global__ void count_aside_kernel(const PassParams p, int n_warps)
                                   : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
                                                    key, &at);
             const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
+#if __CUDA_ARCH__ >= 800
             const uint32_t lowest = __reduce_min_sync(peers, key);
+#else /* no warp reduction before sm_80: each lane's key its own atomicMin */
+            if (live && !at)
+                atomicMin(&p.gap_min[g], key);
+            const uint32_t lowest = key;
+#endif
             if (!live || lane != __ffs(peers) - 1)
                 continue;
             if (at) {
