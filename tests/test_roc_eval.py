@@ -803,6 +803,8 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         gpu = roc.evaluate(similarity=similarity, **moved)
+        if not env:  # the set-aside count was chosen: its 2^24-key buffer
+            assert gpu.device_bytes_peak >= 64 << 20
         for name, value in cpu.counts.items():
             np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
         np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)

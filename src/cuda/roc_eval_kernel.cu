@@ -1874,7 +1874,8 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
  * may_partition (a direct count costs such a pair 22-64 ps at 40,000 to 4M
  * levels, L2's scattered atomics; the partition ~8 ps every pair plus ~7
  * each it keeps). At least 1/1024: with those keys set aside (kAside), which
- * costs the pass ~3% where none is above and saved 5% at 1e10 (0.2% above).
+ * saved 5.6% at 1e10 (0.2% above); its code cost the pass 3% where none was
+ * above while it sat in the kExact kernel, so it runs only where chosen.
  * Else directly, as the probe did. The level count alone does not tell (1e10:
  * 200,000 levels, 0.2% of the pairs above; H100, dev/NOTES.md). One
  * synchronization an evaluation; the buffers only where chosen. */
