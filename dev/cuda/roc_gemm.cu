@@ -82,6 +82,7 @@
 #endif
 
 #include "cuda/roc_gemm.cuh"
+#include "roc_math.h"
 
 #if __has_include(<cutlass/gemm/threadblock/default_mma.h>)
 #include <cutlass/gemm/threadblock/default_mma.h>
@@ -99,7 +100,7 @@
         }                                                                                 \
     } while (0)
 
-constexpr int kVersions = 11;
+constexpr int kVersions = 15;
 
 // ----------------------------------------------------------------------------
 // CPU reference: the sequential fmaf chain
@@ -309,6 +310,123 @@ struct PipelinedTile : roc_gemm::Tile<2> {
 };
 
 // ----------------------------------------------------------------------------
+// versions 12 to 15: the tile product and the count in separate kernels
+
+/* Tile t's origin in the tile order of gemm_tiles (groups of 8 row tiles,
+ * column by column). */
+__device__ __forceinline__ void tile_origin(int64_t t, int64_t tiles_m, int64_t tiles_n,
+                                            int64_t &m0, int64_t &n0)
+{
+    const int64_t group = t / (8 * tiles_n);
+    const int64_t rows = tiles_m - group * 8 < 8 ? tiles_m - group * 8 : 8;
+    const int64_t in_group = t - group * 8 * tiles_n;
+    m0 = (group * 8 + in_group % rows) * roc_gemm::kBM;
+    n0 = (in_group / rows) * roc_gemm::kBN;
+}
+
+/* Tiles [t_begin, t_end) stored whole, row-major, tile t at chunk + (t -
+ * t_begin) kBM kBN: a chunk sized to stay in L2 for the count kernel. */
+template <typename Tile>
+__global__ void __launch_bounds__(Tile::kThreads, 2)
+    gemm_chunk(const float *a_t, int64_t lda, const float *b_t, int64_t ldb, int64_t k_pad,
+               int64_t tiles_m, int64_t tiles_n, int64_t t_begin, int64_t t_end, float *chunk)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    typename Tile::Shared &tiles = *reinterpret_cast<typename Tile::Shared *>(shared);
+    for (int64_t t = t_begin + blockIdx.x; t < t_end; t += gridDim.x) {
+        int64_t m0, n0;
+        tile_origin(t, tiles_m, tiles_n, m0, n0);
+        float acc[8][Tile::kFragN];
+        Tile::product(a_t, lda, b_t, ldb, m0, n0, k_pad, tiles, acc);
+        float *out = chunk + (t - t_begin) * (roc_gemm::kBM * roc_gemm::kBN);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < Tile::kFragN; j += 4)
+                *reinterpret_cast<float4 *>(&out[Tile::row(i) * roc_gemm::kBN + Tile::col(j)]) =
+                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+    }
+}
+
+/* What the count kernel finds: pairs below the lowest level (the run of gap
+ * 0, and its lowest key), pairs at or above it (the library sets those aside),
+ * NaN scores, and the highest key. */
+struct ChunkCounts {
+    unsigned long long below, above, nan;
+    unsigned int below_min, top;
+};
+
+/* The easy exact count of kAside over a chunk: persistent blocks of 256
+ * threads, a tile at a time, a thread's 16 float4 loads of it in flight
+ * together; scores compared as floats with the lowest level's score (a NaN
+ * fails both compares), counts in 32 bits per thread, one atomic a block.
+ * (The first version, a block a tile with 4 loads in flight and 64-bit
+ * atomics per warp, took 27-31 ms at 1e10: dev/NOTES.md.) */
+__global__ void __launch_bounds__(256)
+    count_chunk(const float *chunk, int64_t tiles_m, int64_t tiles_n, int64_t t_begin,
+                int64_t n_chunk_tiles, int64_t M, int64_t N, float lowest, ChunkCounts *counts)
+{
+    constexpr int kVectors = roc_gemm::kBM * roc_gemm::kBN / 4, kLoads = kVectors / 256;
+    uint32_t below = 0, above = 0, nan = 0;
+    float below_min = INFINITY, top = -INFINITY;
+    for (int64_t t = blockIdx.x; t < n_chunk_tiles; t += gridDim.x) {
+        int64_t m0, n0;
+        tile_origin(t_begin + t, tiles_m, tiles_n, m0, n0);
+        const bool whole = m0 + roc_gemm::kBM <= M && n0 + roc_gemm::kBN <= N;
+        const float4 *tile = reinterpret_cast<const float4 *>(chunk) + t * kVectors;
+        float4 v[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; u++)
+            v[u] = __ldcs(tile + threadIdx.x + u * 256);
+#pragma unroll
+        for (int u = 0; u < kLoads; u++) {
+            const int f = threadIdx.x + u * 256;
+            const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const bool use = whole || (m0 + f / 32 < M && n0 + (f % 32) * 4 + c < N);
+                const bool is_below = use && s[c] < lowest, is_above = use && s[c] >= lowest;
+                below += is_below;
+                above += is_above;
+                nan += use && !is_below && !is_above;
+                below_min = fminf(below_min, is_below ? s[c] : INFINITY);
+                top = fmaxf(top, use ? s[c] : -INFINITY);
+            }
+        }
+    }
+    __shared__ uint32_t block_counts[3];
+    __shared__ uint32_t block_min, block_top;
+    if (threadIdx.x == 0)
+        block_counts[0] = block_counts[1] = block_counts[2] = 0, block_min = 0xffffffffu,
+        block_top = 0;
+    __syncthreads();
+    for (int d = 16; d > 0; d /= 2) {
+        below += __shfl_xor_sync(0xffffffffu, below, d);
+        above += __shfl_xor_sync(0xffffffffu, above, d);
+        nan += __shfl_xor_sync(0xffffffffu, nan, d);
+        below_min = fminf(below_min, __shfl_xor_sync(0xffffffffu, below_min, d));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, d));
+    }
+    if (threadIdx.x % 32 == 0) {
+        atomicAdd(&block_counts[0], below);
+        atomicAdd(&block_counts[1], above);
+        atomicAdd(&block_counts[2], nan);
+        if (below)
+            atomicMin(&block_min, roc_score_key(below_min));
+        if (top != -INFINITY)
+            atomicMax(&block_top, roc_score_key(top));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(&counts->below, (unsigned long long)block_counts[0]);
+        atomicAdd(&counts->above, (unsigned long long)block_counts[1]);
+        atomicAdd(&counts->nan, (unsigned long long)block_counts[2]);
+        atomicMin(&counts->below_min, block_min);
+        atomicMax(&counts->top, block_top);
+    }
+}
+
+// ----------------------------------------------------------------------------
 // version 10: CUTLASS's SIMT main loop, scores stored by its warp iterator
 
 #if HAVE_CUTLASS
@@ -426,6 +544,41 @@ int main(int argc, char **argv)
     cublasHandle_t handle;
     cublasCreate(&handle);
 #endif
+    /* versions 12 to 15: chunks of ROC_CHUNK_WAVES (default 2) waves of tiles */
+    const int64_t tiles_m = lda / 128, tiles_n = ldb / 128, n_tiles = tiles_m * tiles_n;
+    const char *waves_env = getenv("ROC_CHUNK_WAVES");
+    const int64_t chunk_tiles = std::min<int64_t>(n_tiles, 2 * sms * (waves_env ? atoi(waves_env) : 2));
+    float *d_chunk;
+    ChunkCounts *d_counts;
+    CHECK(cudaMalloc(&d_chunk, size_t(chunk_tiles) * 128 * 128 * 4));
+    CHECK(cudaMemset(d_chunk, 0, size_t(chunk_tiles) * 128 * 128 * 4));
+    CHECK(cudaMalloc(&d_counts, sizeof(ChunkCounts)));
+    CHECK(cudaFuncSetAttribute(gemm_chunk<Tile2>, kMaxShared, shared));
+    CHECK(cudaFuncSetAttribute(gemm_chunk<PipelinedTile>, kMaxShared, shared));
+    /* ROC_COUNT_BLOCKS: the count kernel's blocks a multiprocessor (default 2) */
+    const int64_t count_blocks =
+        sms * (getenv("ROC_COUNT_BLOCKS") ? atoi(getenv("ROC_COUNT_BLOCKS")) : 2);
+    const uint32_t lowest = roc_score_key(0.13f); /* ~0.2% of N(0, 1 / D) scores above */
+    auto run_chunks = [&](int version) {
+        const ChunkCounts zero = {0, 0, 0, 0xffffffffu, 0};
+        CHECK(cudaMemcpyAsync(d_counts, &zero, sizeof zero, cudaMemcpyHostToDevice));
+        for (int64_t t0 = 0; t0 < n_tiles; t0 += chunk_tiles) {
+            const int64_t t1 = std::min(n_tiles, t0 + chunk_tiles);
+            const unsigned blocks = unsigned(std::min<int64_t>(2 * sms, t1 - t0));
+            if (version == 12)
+                gemm_chunk<Tile2><<<blocks, 128, shared>>>(d_at, lda, d_bt, ldb, k_pad, tiles_m,
+                                                           tiles_n, t0, t1, d_chunk);
+            else if (version == 13 || version == 14)
+                gemm_chunk<PipelinedTile><<<blocks, 128, shared>>>(
+                    d_at, lda, d_bt, ldb, k_pad, tiles_m, tiles_n, t0, t1, d_chunk);
+            if (version != 14)
+                count_chunk<<<unsigned(std::min<int64_t>(t1 - t0, count_blocks)), 256>>>(
+                    d_chunk, tiles_m, tiles_n, t0, t1 - t0, M, N, roc_key_score(lowest),
+                    d_counts);
+        }
+    };
+    printf("chunks of %lld tiles (%.1f MB), %lld tiles\n", (long long)chunk_tiles,
+           chunk_tiles * 65536 / 1e6, (long long)n_tiles);
 
     auto run = [&](int version) {
         if (version == 0) { /* cuBLAS, column-major: S^T (N x M) = Xg (N x D) Xq^T */
@@ -460,6 +613,8 @@ int main(int argc, char **argv)
         } else if (version == 11) {
             gemm_tiles<PipelinedTile, 2>
                 <<<sms * 2, 128, shared>>>(d_at, lda, d_bt, ldb, k_pad, M, N, d_s);
+        } else if (version >= 12) {
+            run_chunks(version);
         } else {
 #if HAVE_CUTLASS
             gemm_cutlass<<<tiles, 32 * CutlassMma::WarpCount::kCount, shared_cutlass>>>(
@@ -470,10 +625,47 @@ int main(int argc, char **argv)
     };
 
     /* check: 4096 random pairs, bit for bit against the CPU's fmaf chain */
-    std::vector<float> S(size_t(M * N));
+    /* ROC_SKIP_CHECK=1 times without the check (run it at a smaller size) */
+    const bool check = !getenv("ROC_SKIP_CHECK") || atoi(getenv("ROC_SKIP_CHECK")) == 0;
+    std::vector<float> S(check ? size_t(M * N) : 0);
+    bool counted = false; /* the host's count of S (version 4's, checked bit for bit) */
+    ChunkCounts want = {0, 0, 0, 0xffffffffu, 0};
     for (int version = 1; version <= kVersions; version++) {
-        if ((version == 10 && !HAVE_CUTLASS) || !chosen[version])
+        if (!check || (version == 10 && !HAVE_CUTLASS) || !chosen[version] || version >= 14)
             continue;
+        if (version >= 12) { /* its counts against the host's count of version 4's scores */
+            if (!counted) {
+                run(4);
+                CHECK(cudaMemcpy(S.data(), d_s, S.size() * 4, cudaMemcpyDeviceToHost));
+                for (const float v : S) {
+                    const uint32_t key = roc_score_key(v);
+                    if (std::isnan(v)) {
+                        want.nan++;
+                    } else if (key >= lowest) {
+                        want.above++;
+                        want.top = std::max(want.top, key);
+                    } else {
+                        want.below++;
+                        want.below_min = std::min(want.below_min, key);
+                        want.top = std::max(want.top, key);
+                    }
+                }
+                counted = true;
+            }
+            run(version);
+            ChunkCounts got;
+            CHECK(cudaMemcpy(&got, d_counts, sizeof got, cudaMemcpyDeviceToHost));
+            const bool same = got.below == want.below && got.above == want.above &&
+                              got.nan == want.nan && got.below_min == want.below_min &&
+                              got.top == want.top;
+            printf("version %d: below %llu above %llu nan %llu min %08x top %08x (host: %llu "
+                   "%llu %llu %08x %08x)%s\n", version, got.below, got.above, got.nan,
+                   got.below_min, got.top, want.below, want.above, want.nan, want.below_min,
+                   want.top, same ? "  OK" : "  WRONG");
+            if (!same)
+                return 1;
+            continue;
+        }
         CHECK(cudaMemset(d_s, 0xff, size_t(M * N) * 4)); /* poison: NaN everywhere */
         run(version);
         if (version == 10) /* the padded scores' first M rows and N columns */
