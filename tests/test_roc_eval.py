@@ -783,10 +783,11 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     """More genuine levels than the shared counters hold, not partitioned:
     after a first wave of tiles counted directly, the feature pass sets the
     keys at or above the lowest level aside and a kernel counts them after
-    the launch (roc_count.cuh's set_aside). Each
+    each chunk of tiles (roc_count.cuh's set_aside). Each
     call runs with the default buffer, then with one of 100,000 keys, ~100 a
-    warp, which fill (the keys past them counted in the pass), and with 16 KiB
-    operand blocks (several launches, the buffer emptied between them)."""
+    warp, which fill (the keys past them counted in the pass), with 16 KiB
+    operand blocks (several launches, the buffer emptied between them), and
+    with chunks of 3 tiles (many chunks; one set's skipped tiles among them)."""
     labels_q, labels_g, feat_q, feat_g, similarity = aside_workload(rng, features)
     if source == "features":
         kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
@@ -799,7 +800,8 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
-    for env in ({}, {"EXT_ROC_ASIDE_KEYS": "100000"}, {"EXT_ROC_OPERAND_KIB": "16"}):
+    for env in ({}, {"EXT_ROC_ASIDE_KEYS": "100000"}, {"EXT_ROC_OPERAND_KIB": "16"},
+                {"EXT_ROC_CHUNK_TILES": "3"}):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         gpu = roc.evaluate(similarity=similarity, **moved)

@@ -12,7 +12,8 @@
  *
  * The counting pass reads the score matrix (warps over row segments) or
  * computes it tile by tile from the features (roc_gemm.cuh: fp32 FMA, k in
- * order, never stored) and hands every pair to a Counter (roc_count.cuh):
+ * order; a chunk of tiles at a time stored, then counted, never the whole
+ * matrix) and hands every pair to a Counter (roc_count.cuh):
  * exact (the level or gap between genuine keys), binned (numpy's uniform
  * bins) or curve (the pair's key into a buffer that CUB sorts and merges into
  * the distinct keys so far).
@@ -44,13 +45,13 @@ namespace {
 
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
-constexpr int kStagedStride = 132;        /* a staged score row, padded against bank conflicts */
-constexpr int kPairsPerStep = 4;          /* feature pass: pairs a thread counts at once */
+constexpr int64_t kTilePairs = int64_t(roc_gemm::kBM) * roc_gemm::kBN;
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
 using FeatureTile = roc_gemm::Tile<2>;
-/* Private counters a block may keep in shared memory: the feature pass leaves
- * room for two blocks per multiprocessor beside their tiles (on a device with
- * less shared memory, what it has; see pass_params). */
+/* Private counters a block may keep in shared memory (on a device with less
+ * shared memory, what it has; see pass_params). The feature pass's stay at
+ * what its count held beside the tiles when it was one kernel, 7,167 levels:
+ * where more levels choose their count (choose_count) was measured there. */
 constexpr size_t kSharedCountersScore = 96 * 1024;
 constexpr size_t kSharedCountersFeature = 56 * 1024;
 constexpr size_t kStaticSharedMargin = 1024; /* the kernels' own static shared memory */
@@ -141,108 +142,138 @@ __host__ __device__ inline int64_t feature_tiles(const Operands &op, const PassP
     return *tiles_m * *tiles_n;
 }
 
+/* Tile t of a feature pass over `op` (tiles_m x tiles_n tiles, in groups of
+ * kGroupRows row tiles, column by column, so the blocks running together
+ * share their gallery tiles in L2): its first row m0 and column n0. False
+ * where one set's unordered pairs skip it: every column at or left of every
+ * row, below the diagonal. */
+__device__ __forceinline__ bool feature_tile(const Operands &op, const PassParams &p, int64_t t,
+                                             int64_t tiles_m, int64_t tiles_n, int64_t &m0,
+                                             int64_t &n0)
+{
+    const int64_t group = t / (kGroupRows * tiles_n);
+    const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
+    const int64_t in_group = t - group * kGroupRows * tiles_n;
+    m0 = (p.row_begin / roc_gemm::kBM + group * kGroupRows + in_group % rows_in_group) *
+         roc_gemm::kBM;
+    n0 = op.n_begin + (in_group / rows_in_group) * roc_gemm::kBN;
+    return !(p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= p.row_offset + m0);
+}
+
 /*
- * Scores from features, one 128 x 128 tile at a time (FeatureTile::product),
- * counted without being stored. Persistent blocks walk the tiles of rows
- * [row_begin, row_end) and columns [op.n_begin, op.n_end) in groups of
- * kGroupRows row tiles, column by column, so the blocks running together share
- * their gallery tiles in L2.
+ * The feature pass, in two kernels a chunk of tiles [p.tile_begin,
+ * p.tile_end): tile_kernel computes the scores (FeatureTile::product) and
+ * stores each tile whole, row-major, at chunk + (t - p.tile_begin)
+ * kTilePairs; count_tiles_kernel counts them. In one kernel, the product and
+ * the count were scheduled together (240 registers, 8 warps a
+ * multiprocessor) and issued in ~71% of the slots, against ~90% for the
+ * product alone; apart, the product runs at cuBLAS's speed and the count at
+ * the chunk's read bandwidth (dev/NOTES.md, twelfth pass).
  */
-template <int kMode>
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
-    feature_pass_kernel(const Operands op, const PassParams p)
+    tile_kernel(const Operands op, const PassParams p, float *chunk)
 {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
-    Counter<kMode> counter(p, reinterpret_cast<uint32_t *>(shared_bytes +
-                                                           sizeof(FeatureTile::Shared)));
-    counter.begin_block();
-    const int64_t first_tile = p.row_begin / roc_gemm::kBM;
     int64_t tiles_m, tiles_n;
     feature_tiles(op, p, &tiles_m, &tiles_n);
     for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
-        const int64_t group = t / (kGroupRows * tiles_n);
-        const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
-        const int64_t in_group = t - group * kGroupRows * tiles_n;
-        const int64_t m0 = (first_tile + group * kGroupRows + in_group % rows_in_group) *
-                           roc_gemm::kBM;
-        const int64_t n0 = op.n_begin + (in_group / rows_in_group) * roc_gemm::kBN;
-        /* the set's rows of this tile: d0 .. d0 + kBM - 1 */
-        const int64_t d0 = p.row_offset + m0;
-        if (p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= d0)
-            continue; /* every column at or left of every row: below the diagonal */
+        int64_t m0, n0;
+        if (!feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
+            continue;
         float acc[8][FeatureTile::kFragN];
         FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
                              op.k_pad, tiles, acc);
+        float *out = chunk + (t - p.tile_begin) * kTilePairs;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < FeatureTile::kFragN; j += 4)
+                /* through the intrinsic: a plain float4 assignment here came out as
+                 * four 4-byte stores (ncu: 12% slower, LSU queue full) */
+                __stcg(reinterpret_cast<float4 *>(
+                           &out[FeatureTile::row(i) * roc_gemm::kBN + FeatureTile::col(j)]),
+                       make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+    }
+}
+
+/* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
+ * thread's kHalfLoads 16-byte loads of it in flight together, then its pairs
+ * four at a time (consecutive columns of a row). Persistent blocks. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    count_tiles_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
+{
+    constexpr int kHalfLoads = kHalfTilePairs / 4 / kThreads;
+    static_assert(kHalfLoads * 4 * kThreads == kHalfTilePairs, "whole half tiles");
+    extern __shared__ uint32_t counters[];
+    Counter<kMode> counter(p, counters);
+    counter.begin_block();
+    int64_t tiles_m, tiles_n;
+    feature_tiles(op, p, &tiles_m, &tiles_n);
+    for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
+        int64_t m0, n0;
+        if (!feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
+            continue;
+        const int64_t d0 = p.row_offset + m0; /* the set's rows of this tile: d0 .. */
         const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
                                   (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
         const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
                            n0 + roc_gemm::kBN <= op.n_end && (!p.same_set || off_diagonal);
-        /* The tile goes through shared memory, 64 rows at a time (the first half
-         * of the warps hold rows 0-63): the accumulators are then dead, and the
-         * counting loop is small and reads consecutive columns. */
-        float(*staged)[kStagedStride] = reinterpret_cast<float(*)[kStagedStride]>(shared_bytes);
+        const float4 *tile = reinterpret_cast<const float4 *>(chunk + (t - p.tile_begin) *
+                                                                          kTilePairs);
         for (int half = 0; half < 2; half++) {
-            if (int(threadIdx.x) / (FeatureTile::kThreads / 2) == half) {
+            float4 v[kHalfLoads];
 #pragma unroll
-                for (int i = 0; i < 8; i++)
+            for (int u = 0; u < kHalfLoads; u++)
+                v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
+            /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3;
+             * in a whole tile, most go by Counter::below_lowest */
+            auto quad = [&](int u, auto &&count, bool common_case) {
+                const int f = int(threadIdx.x) + u * kThreads;
+                const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                if (common_case && whole && counter.below_lowest(s))
+                    return;
+                int64_t row[4], col[4];
+                bool use[4];
 #pragma unroll
-                    for (int j = 0; j < FeatureTile::kFragN; j += 4)
-                        *reinterpret_cast<float4 *>(
-                            &staged[FeatureTile::row(i) - half * 64][FeatureTile::col(j)]) =
-                            make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-            }
-            __syncthreads();
-            /* kPairsPerStep pairs a step, their scores read first, so a thread has
-             * several pairs in flight rather than one chain of dependent steps */
-            constexpr int kStep = FeatureTile::kThreads;
-            static_assert(kHalfTilePairs % (kPairsPerStep * kStep) == 0,
-                          "every step's pairs inside the staged half tile");
-            auto sweep = [&](auto &&count) {
-                for (int e = threadIdx.x; e < kHalfTilePairs; e += kPairsPerStep * kStep) {
-                    float v[kPairsPerStep];
-#pragma unroll
-                    for (int u = 0; u < kPairsPerStep; u++)
-                        v[u] = staged[(e + u * kStep) / roc_gemm::kBN]
-                                     [(e + u * kStep) % roc_gemm::kBN];
-                    int64_t row[kPairsPerStep], col[kPairsPerStep];
-                    bool use[kPairsPerStep];
-#pragma unroll
-                    for (int u = 0; u < kPairsPerStep; u++) {
-                        row[u] = m0 + half * 64 + (e + u * kStep) / roc_gemm::kBN;
-                        col[u] = n0 + (e + u * kStep) % roc_gemm::kBN;
-                        use[u] = whole || (row[u] >= p.row_begin && row[u] < p.row_end &&
-                                           col[u] < op.n_end && counted(p, row[u], col[u]));
-                    }
-                    count(row, col, v, use);
+                for (int c = 0; c < 4; c++) {
+                    row[c] = m0 + half * 64 + f / 32;
+                    col[c] = n0 + (f % 32) * 4 + c;
+                    use[c] = whole || (row[c] >= p.row_begin && row[c] < p.row_end &&
+                                       col[c] < op.n_end && counted(p, row[c], col[c]));
                 }
+                count(row, col, s, use);
             };
             if constexpr (kMode == kPartitioned) {
-                sweep([&](auto &, auto &, auto &v, auto &use) { counter.tally(v, use); });
+#pragma unroll
+                for (int u = 0; u < kHalfLoads; u++)
+                    quad(
+                        u, [&](auto &, auto &, auto &s, auto &use) { counter.tally(s, use); },
+                        true);
                 if (uint32_t *raw = counter.raw_half_tile()) {
-                    /* the keys as they lie in the staged half tile, four a
-                     * store, streamed past L2 (the partition reads them once) */
-                    for (int e = 4 * threadIdx.x; e < kHalfTilePairs; e += 4 * kStep) {
-                        const int r = e / roc_gemm::kBN, c = e % roc_gemm::kBN;
-                        const float4 v = *reinterpret_cast<const float4 *>(&staged[r][c]);
-                        const int64_t row = m0 + half * 64 + r;
-                        auto use = [&](int u) {
-                            return whole || (row >= p.row_begin && row < p.row_end &&
-                                             n0 + c + u < op.n_end && counted(p, row, n0 + c + u));
-                        };
-                        __stcs(reinterpret_cast<uint4 *>(raw + e),
-                               make_uint4(counter.raw_key(v.x, use(0)),
-                                          counter.raw_key(v.y, use(1)),
-                                          counter.raw_key(v.z, use(2)),
-                                          counter.raw_key(v.w, use(3))));
-                    }
+                    /* the keys in the half tile's order, streamed past L2 (the
+                     * partition reads them once) */
+#pragma unroll
+                    for (int u = 0; u < kHalfLoads; u++)
+                        quad(u, [&](auto &, auto &, auto &s, auto &use) {
+                            __stcs(reinterpret_cast<uint4 *>(raw) + threadIdx.x + u * kThreads,
+                                   make_uint4(counter.raw_key(s[0], use[0]),
+                                              counter.raw_key(s[1], use[1]),
+                                              counter.raw_key(s[2], use[2]),
+                                              counter.raw_key(s[3], use[3])));
+                        }, false);
                 }
             } else {
-                sweep([&](auto &row, auto &col, auto &v, auto &use) {
-                    counter.pairs(row, col, v, use);
-                });
+#pragma unroll
+                for (int u = 0; u < kHalfLoads; u++)
+                    quad(
+                        u,
+                        [&](auto &row, auto &col, auto &s, auto &use) {
+                            counter.pairs(row, col, s, use);
+                        },
+                        true);
             }
-            __syncthreads();
         }
     }
     counter.end_block();
@@ -970,6 +1001,15 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
     return errno == 0 && *end == '\0' && value >= least ? int64_t(value) : fallback;
 }
 
+/* Tiles the feature pass stores before counting them: 7 waves of tile_kernel
+ * (2 blocks a multiprocessor), 121 MB on an H100; chunks of 2 to 8 waves ran
+ * within 4% of each other at 1e10 pairs (dev/NOTES.md, twelfth pass).
+ * EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
+int64_t chunk_tiles()
+{
+    return env_tuning("EXT_ROC_CHUNK_TILES", 1, int64_t(14) * ext_sm_count());
+}
+
 size_t gallery_chunk_bytes()
 {
     const int64_t kib = env_tuning("EXT_ROC_OPERAND_KIB", 1, 0);
@@ -1127,6 +1167,8 @@ struct roc_eval_cuda {
     Buffer<uint32_t> acc_keys;
     Buffer<unsigned long long> acc_counts;
     int64_t n_acc = 0;
+    /* the feature pass's chunk of stored tiles (tile_kernel) */
+    Buffer<float> chunk;
     /* pairs, NaN pairs */
     Buffer<unsigned long long> totals;
     int pass_blocks = 0;
@@ -1142,7 +1184,7 @@ struct roc_eval_cuda {
           range_capacity(arena), range_block_used(arena), range_reserved(arena),
           range_index(arena), aside_keys(arena), aside_used(arena),
           edges(arena), bins(arena), acc_keys(arena),
-          acc_counts(arena), totals(arena), scaled_a(arena), scaled_b(arena)
+          acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
     }
 };
@@ -1326,9 +1368,8 @@ size_t counters_max(const roc_eval_cuda *ev)
         cudaSuccess)
         optin = 48 * 1024;
     const bool features = ev->src.score == nullptr;
-    const size_t tiles = features ? sizeof(FeatureTile::Shared) : 0;
-    const size_t room = size_t(optin) > tiles + kStaticSharedMargin
-                            ? size_t(optin) - tiles - kStaticSharedMargin : 0;
+    const size_t room = size_t(optin) > kStaticSharedMargin ? size_t(optin) - kStaticSharedMargin
+                                                            : 0;
     return std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
 }
 
@@ -1432,9 +1473,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     const bool features = !s.list && s.score == nullptr;
     const bool listed = s.list && s.score == nullptr;
     cudaStream_t stream = ev->arena.stream();
-    const size_t shared = counter_bytes(kMode, p) + (features ? sizeof(FeatureTile::Shared) : 0);
-    const int threads = features ? FeatureTile::kThreads : kThreads;
-    const void *func = reinterpret_cast<const void *>(feature_pass_kernel<kMode>);
+    const size_t shared = counter_bytes(kMode, p);
+    const int threads = kThreads;
+    const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
     if constexpr (kMode != kPartitioned && kMode != kAside) {
         if (!features)
             func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
@@ -1457,11 +1498,16 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     if (features) {
         int64_t tiles_m, tiles_n;
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
-        /* partitioned: launches of whole tiles for every block whose half
-         * tiles the raw buffer holds, each partitioned and drained after it */
-        int64_t step = tiles;
+        /* chunks of tiles, each stored then counted; partitioned, no more
+         * than the raw buffer holds, each partitioned and drained after it */
+        int64_t step = std::min(chunk_tiles(), tiles - tile_from);
         if (kMode == kPartitioned)
-            step = ev->range_raw_total / (roc_gemm::kBM * roc_gemm::kBN) / blocks * blocks;
+            step = std::min(step, std::max<int64_t>(1, ev->range_raw_total / kTilePairs));
+        if (ev->chunk.size() < size_t(step * kTilePairs))
+            EXT_CUDA_TRY(ev->chunk.allocate(size_t(step * kTilePairs)));
+        const int tile_shared = int(sizeof(FeatureTile::Shared));
+        EXT_CUDA_TRY(cudaFuncSetAttribute(
+            tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
@@ -1469,7 +1515,12 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             q.tile_first = tile_from;
             const int warps = blocks * (threads / 32);
             q.aside_segment = uint32_t(ev->aside_keys.size() / warps);
-            feature_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q);
+            const int64_t tile_blocks = std::min<int64_t>(2 * ext_sm_count(), q.tile_end - t);
+            tile_kernel<<<unsigned(tile_blocks), FeatureTile::kThreads, tile_shared, stream>>>(
+                *op, q, ev->chunk.get());
+            EXT_CUDA_TRY(cudaGetLastError());
+            count_tiles_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q,
+                                                                           ev->chunk.get());
             EXT_CUDA_TRY(cudaGetLastError());
             if (kMode == kAside) {
                 count_aside_kernel<<<(warps + kThreads / 32 - 1) / (kThreads / 32), kThreads, 0,
@@ -1901,7 +1952,7 @@ cudaError_t choose_count(roc_eval_cuda *ev)
     if (above > 0 && above * 1024 >= scored) {
         EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
         EXT_CUDA_TRY(
-            ev->aside_used.allocate(size_t(ev->pass_blocks) * (FeatureTile::kThreads / 32)));
+            ev->aside_used.allocate(size_t(ev->pass_blocks) * (kThreads / 32)));
     }
     return cudaSuccess;
 }
@@ -2097,9 +2148,10 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
     FeatureOperands features(arena);
     EXT_CUDA_TRY(feature_setup(arena, features, feat_q, feat_g, n_query, n_gallery, dim,
                                similarity));
-    const size_t shared = sizeof(FeatureTile::Shared);
-    EXT_CUDA_TRY(cudaFuncSetAttribute(feature_pass_kernel<kStore>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+    const int shared = int(sizeof(FeatureTile::Shared));
+    EXT_CUDA_TRY(
+        cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    Buffer<float> chunk(arena);
     EXT_CUDA_TRY(over_feature_blocks(
         arena, features, 0, n_query, [&](const Operands &op, int64_t begin, int64_t end) {
             PassParams p{};
@@ -2108,10 +2160,22 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             p.row_end = end;
             p.scores = score;
             int64_t tiles_m, tiles_n;
-            p.tile_end = feature_tiles(op, p, &tiles_m, &tiles_n);
-            feature_pass_kernel<kStore><<<ext_sm_count() * 2, FeatureTile::kThreads, shared,
-                                          arena.stream()>>>(op, p);
-            return cudaGetLastError();
+            const int64_t tiles = feature_tiles(op, p, &tiles_m, &tiles_n);
+            const int64_t step = std::min(chunk_tiles(), tiles);
+            if (chunk.size() < size_t(step * kTilePairs))
+                EXT_CUDA_TRY(chunk.allocate(size_t(step * kTilePairs)));
+            for (int64_t t = 0; t < tiles; t += step) {
+                p.tile_begin = t;
+                p.tile_end = std::min(t + step, tiles);
+                tile_kernel<<<unsigned(std::min<int64_t>(2 * ext_sm_count(), p.tile_end - t)),
+                              FeatureTile::kThreads, shared, arena.stream()>>>(op, p,
+                                                                               chunk.get());
+                EXT_CUDA_TRY(cudaGetLastError());
+                count_tiles_kernel<kStore><<<ext_sm_count() * 2, kThreads, 0, arena.stream()>>>(
+                    op, p, chunk.get());
+                EXT_CUDA_TRY(cudaGetLastError());
+            }
+            return cudaSuccess;
         }));
     return cudaStreamSynchronize(arena.stream());
 }
