@@ -61,6 +61,18 @@
  *
  *   ./build/roc_gemm Q G D 0,4,11   times only cuBLAS and versions 4 and 11
  *
+ * versions 12 to 15: the product and the count in separate kernels, the way
+ *            the library's feature pass runs since the twelfth pass
+ *            (dev/NOTES.md): gemm_chunk stores chunks of ROC_CHUNK_WAVES
+ *            (default 2) waves of whole tiles, count_chunk counts each chunk
+ *            (the easy part of kAside's count: each score against the lowest
+ *            level), checked against the host's count of version 4's scores.
+ *            12: version 4's loop + the count; 13: version 11's + the count;
+ *            14: version 11's, stored only; 15: the count only. H100, 1e10
+ *            pairs, chunks of 8 waves: 13 1.044x cuBLAS, 14 0.979x, 15 14 ms.
+ *            ROC_SKIP_CHECK=1 times without the check; ROC_COUNT_BLOCKS sets
+ *            count_chunk's blocks a multiprocessor (default 2).
+ *
  * Napkin math at 10,000 x 21,000 x 512: 2 Q G D = 215 GFLOP; at the H100's
  * fp32 rate (about 60 TFLOP/s at the clocks it holds under load) 3.6 ms;
  * cuBLAS's fp32 GEMM is the peer to meet.
