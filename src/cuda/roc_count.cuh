@@ -338,13 +338,13 @@ template <int kMode> class Counter {
         }
     }
 
-    /* The common case of exact counting with levels (kExact, kAside,
-     * kPartitioned), four pairs every one counted: when all four scores lie
-     * below the lowest level (float compares, which NaN fails), they join the
-     * run of gap 0 in a few instructions, and it returns true; else false,
-     * and nothing is counted. Not for kAside: its set_aside needs the whole
-     * warp, and with a warp's vote for this test its count took 82 ms at
-     * 1e10 against 43 without (H100, dev/NOTES.md). */
+    /* The common case of kExact and kPartitioned, four pairs every one
+     * counted: when all four scores lie below the lowest level (float
+     * compares, which NaN fails), they join the run of gap 0 in a few
+     * instructions, and it returns true; else false, and nothing is counted.
+     * Not for kAside: its set_aside needs the whole warp, and with a warp's
+     * vote for this test its count took 64-82 ms at 1e10 against 43 without
+     * (H100, dev/NOTES.md). */
     __device__ __forceinline__ bool below_lowest(const float (&s)[4])
     {
         if (!(kMode == kExact || kMode == kPartitioned))
@@ -352,8 +352,7 @@ template <int kMode> class Counter {
         if (!(s[0] < lowest_score_ && s[1] < lowest_score_ && s[2] < lowest_score_ &&
               s[3] < lowest_score_))
             return false;
-        /* a thread's highest key so far rises often early on (each launch
-         * starts afresh), so this test stays out of the warp's vote */
+        /* below the highest key so far, nearly always: see_top is a no-op */
         if (!(fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])) < top_score_)) {
 #pragma unroll
             for (int c = 0; c < 4; c++)
