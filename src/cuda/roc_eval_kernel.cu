@@ -160,6 +160,21 @@ __device__ __forceinline__ bool feature_tile(const Operands &op, const PassParam
     return !(p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= p.row_offset + m0);
 }
 
+/* body(t, m0, n0) for this block's tiles of [p.tile_begin, p.tile_end)
+ * that feature_tile does not skip: tile_kernel and count_tiles_kernel walk
+ * the same ones. */
+template <typename Body>
+__device__ __forceinline__ void for_each_tile(const Operands &op, const PassParams &p, Body body)
+{
+    int64_t tiles_m, tiles_n;
+    feature_tiles(op, p, &tiles_m, &tiles_n);
+    for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
+        int64_t m0, n0;
+        if (feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
+            body(t, m0, n0);
+    }
+}
+
 /*
  * The feature pass, in two kernels a chunk of tiles [p.tile_begin,
  * p.tile_end): tile_kernel computes the scores (FeatureTile::product) and
@@ -167,20 +182,15 @@ __device__ __forceinline__ bool feature_tile(const Operands &op, const PassParam
  * kTilePairs; count_tiles_kernel counts them. In one kernel, the product and
  * the count were scheduled together (240 registers, 8 warps a
  * multiprocessor) and issued in ~71% of the slots, against ~90% for the
- * product alone; apart, the product runs at cuBLAS's speed and the count at
- * the chunk's read bandwidth (dev/NOTES.md, twelfth pass).
+ * product alone; apart, the product runs within 5% of the GEMM alone and
+ * the count after it (dev/NOTES.md, twelfth pass).
  */
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     tile_kernel(const Operands op, const PassParams p, float *chunk)
 {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
-    int64_t tiles_m, tiles_n;
-    feature_tiles(op, p, &tiles_m, &tiles_n);
-    for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
-        int64_t m0, n0;
-        if (!feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
-            continue;
+    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         float acc[8][FeatureTile::kFragN];
         FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
                              op.k_pad, tiles, acc);
@@ -194,7 +204,7 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
                 __stcg(reinterpret_cast<float4 *>(
                            &out[FeatureTile::row(i) * roc_gemm::kBN + FeatureTile::col(j)]),
                        make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
-    }
+    });
 }
 
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
@@ -209,12 +219,7 @@ __global__ void __launch_bounds__(kThreads)
     extern __shared__ uint32_t counters[];
     Counter<kMode> counter(p, counters);
     counter.begin_block();
-    int64_t tiles_m, tiles_n;
-    feature_tiles(op, p, &tiles_m, &tiles_n);
-    for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
-        int64_t m0, n0;
-        if (!feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
-            continue;
+    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         const int64_t d0 = p.row_offset + m0; /* the set's rows of this tile: d0 .. */
         const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
                                   (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
@@ -275,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
                         true);
             }
         }
-    }
+    });
     counter.end_block();
 }
 
@@ -1460,6 +1465,31 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     return cudaGetLastError();
 }
 
+/* Room in `chunk` for `tiles` stored tiles. */
+cudaError_t chunk_room(Buffer<float> &chunk, int64_t tiles)
+{
+    return chunk.size() < size_t(tiles * kTilePairs) ? chunk.allocate(size_t(tiles * kTilePairs))
+                                                     : cudaSuccess;
+}
+
+/* Tiles [q.tile_begin, q.tile_end) of a feature pass stored into `chunk`
+ * (tile_kernel), then counted (count_tiles_kernel<kMode>, `blocks` blocks
+ * with `shared` bytes of counters). */
+template <int kMode>
+cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassParams &q,
+                            float *chunk, int blocks, size_t shared)
+{
+    const int tile_shared = int(sizeof(FeatureTile::Shared));
+    EXT_CUDA_TRY(cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      tile_shared));
+    const int64_t tile_blocks = std::min<int64_t>(2 * ext_sm_count(), q.tile_end - q.tile_begin);
+    tile_kernel<<<unsigned(tile_blocks), FeatureTile::kThreads, tile_shared, stream>>>(op, q,
+                                                                                     chunk);
+    EXT_CUDA_TRY(cudaGetLastError());
+    count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+    return cudaGetLastError();
+}
+
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
  * p.row_end) of the score matrix or of the features' operands `op`, or over
  * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
@@ -1503,11 +1533,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         int64_t step = std::min(chunk_tiles(), tiles - tile_from);
         if (kMode == kPartitioned)
             step = std::min(step, std::max<int64_t>(1, ev->range_raw_total / kTilePairs));
-        if (ev->chunk.size() < size_t(step * kTilePairs))
-            EXT_CUDA_TRY(ev->chunk.allocate(size_t(step * kTilePairs)));
-        const int tile_shared = int(sizeof(FeatureTile::Shared));
-        EXT_CUDA_TRY(cudaFuncSetAttribute(
-            tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
+        EXT_CUDA_TRY(chunk_room(ev->chunk, step));
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
@@ -1515,13 +1541,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             q.tile_first = tile_from;
             const int warps = blocks * (threads / 32);
             q.aside_segment = uint32_t(ev->aside_keys.size() / warps);
-            const int64_t tile_blocks = std::min<int64_t>(2 * ext_sm_count(), q.tile_end - t);
-            tile_kernel<<<unsigned(tile_blocks), FeatureTile::kThreads, tile_shared, stream>>>(
-                *op, q, ev->chunk.get());
-            EXT_CUDA_TRY(cudaGetLastError());
-            count_tiles_kernel<kMode><<<blocks, threads, shared, stream>>>(*op, q,
-                                                                           ev->chunk.get());
-            EXT_CUDA_TRY(cudaGetLastError());
+            EXT_CUDA_TRY(store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared));
             if (kMode == kAside) {
                 count_aside_kernel<<<(warps + kThreads / 32 - 1) / (kThreads / 32), kThreads, 0,
                                      stream>>>(q, warps);
@@ -2148,9 +2168,6 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
     FeatureOperands features(arena);
     EXT_CUDA_TRY(feature_setup(arena, features, feat_q, feat_g, n_query, n_gallery, dim,
                                similarity));
-    const int shared = int(sizeof(FeatureTile::Shared));
-    EXT_CUDA_TRY(
-        cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     Buffer<float> chunk(arena);
     EXT_CUDA_TRY(over_feature_blocks(
         arena, features, 0, n_query, [&](const Operands &op, int64_t begin, int64_t end) {
@@ -2162,18 +2179,12 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(op, p, &tiles_m, &tiles_n);
             const int64_t step = std::min(chunk_tiles(), tiles);
-            if (chunk.size() < size_t(step * kTilePairs))
-                EXT_CUDA_TRY(chunk.allocate(size_t(step * kTilePairs)));
+            EXT_CUDA_TRY(chunk_room(chunk, step));
             for (int64_t t = 0; t < tiles; t += step) {
                 p.tile_begin = t;
                 p.tile_end = std::min(t + step, tiles);
-                tile_kernel<<<unsigned(std::min<int64_t>(2 * ext_sm_count(), p.tile_end - t)),
-                              FeatureTile::kThreads, shared, arena.stream()>>>(op, p,
-                                                                               chunk.get());
-                EXT_CUDA_TRY(cudaGetLastError());
-                count_tiles_kernel<kStore><<<ext_sm_count() * 2, kThreads, 0, arena.stream()>>>(
-                    op, p, chunk.get());
-                EXT_CUDA_TRY(cudaGetLastError());
+                EXT_CUDA_TRY(store_and_count<kStore>(arena.stream(), op, p, chunk.get(),
+                                                     ext_sm_count() * 2, 0));
             }
             return cudaSuccess;
         }));
