@@ -815,6 +815,47 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("features", ["easy", "outliers"])
+def test_gpu_whole_tiles_below_the_lowest_level(rng, monkeypatch, features):
+    """More genuine levels than the shared counters hold, nearly every
+    impostor below the lowest one: in whole tiles, count_below counts a
+    float4 of such scores at a time, and the float4s with a NaN (a query row
+    and a gallery column of NaN features) or a score above the lowest level
+    take the mode's path: the direct count where no pair lies above ("easy"),
+    the set-aside one where a few do ("outliers"). With chunks of 2 tiles, a
+    launch's top test starts from the block's top of the launches before."""
+    labels_q, labels_g, feat_q, feat_g, _ = aside_workload(rng, "normal cosine")
+    feat_g = feat_q[labels_g] + 0.1 * feat_g  # genuine scores ~0.99
+    if features == "outliers":  # ten at 0.55, below ~1% of the impostors (16 dimensions)
+        few = np.arange(20, 120, 10)
+        unit_q = feat_q[labels_g[few]] / np.linalg.norm(feat_q[labels_g[few]], axis=1)[:, None]
+        other = rng.normal(size=(len(few), feat_g.shape[1]))
+        other -= (other * unit_q).sum(axis=1)[:, None] * unit_q
+        other /= np.linalg.norm(other, axis=1)[:, None]
+        feat_g[few] = 0.55 * unit_q + np.sqrt(1 - 0.55 ** 2) * other
+    feat_q, feat_g = feat_q[labels_q], feat_g.astype(np.float32)
+    feat_q[5] = np.nan
+    feat_g[7, 0] = np.nan
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
+    cpu = roc.evaluate(**kwargs)
+    assert len(cpu.counts["genuine_scores"]) > 7200
+    assert cpu.n_nan == len(feat_g) + len(feat_q) - 1
+    above = 1 - cpu.counts["impostor_between"][0] / cpu.n_impostor
+    assert above < 1 / 1024 if features == "easy" else 0.001 < above < 0.1
+    moved = {k: torch.from_numpy(v).cuda() for k, v in kwargs.items()}
+    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
+    for chunk_tiles in (None, "2"):
+        if chunk_tiles:
+            monkeypatch.setenv("EXT_ROC_CHUNK_TILES", chunk_tiles)
+        gpu = roc.evaluate(**moved)
+        for name, value in cpu.counts.items():
+            np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+        np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+        assert (gpu.n_genuine, gpu.n_impostor, gpu.n_nan, gpu.auc) == \
+            (cpu.n_genuine, cpu.n_impostor, cpu.n_nan, cpu.auc)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("tail", [True, False])
 def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
     """20,000 genuine levels from features, without EXT_ROC_PARTITION_LEVELS:

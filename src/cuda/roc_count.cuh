@@ -17,15 +17,19 @@
  *
  * Where there are more levels than the shared counters hold and most pairs
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
- * counts exactly by partition (kPartitioned) instead: a half tile with any
- * pair above the lowest level is written raw to a buffer; roc_eval_kernel.cu's
- * partition kernel (RangeSorter) sorts those keys by range of consecutive
- * levels into each range's segment of another buffer, and its drain counts
- * each range's keys in shared memory. Two scattered atomics a pair had made
- * the hard count L2-bound (ncu: 77% L2 throughput), and the sorting steps
- * inside the tile pass were latency-bound at its 8 warps a multiprocessor
- * (dev/NOTES.md). A key whose segment is full is counted directly, the old
- * way, so the counts stay exact however the keys fall.
+ * counts exactly by partition (kPartitioned) instead: roc_eval_kernel.cu's
+ * partition kernel reads the stored tiles, counts the pairs below the lowest
+ * level as the other modes do, and sorts the other keys (RangeSorter) by
+ * range of consecutive levels into each range's segment of a buffer; its
+ * drain counts each range's keys in shared memory. Two scattered atomics a
+ * pair had made the hard count L2-bound (ncu: 77% L2 throughput), and the
+ * sorting steps inside the tile pass were latency-bound at its 8 warps a
+ * multiprocessor (dev/NOTES.md). A key whose segment is full is counted
+ * directly, the old way, so the counts stay exact however the keys fall.
+ *
+ * In a whole tile, the pairs below the lowest level (nearly all where few
+ * lie among the levels) go by count_below, a compare, a min and a max a
+ * score; only the others take their mode's path.
  */
 #ifndef ROC_COUNT_CUH
 #define ROC_COUNT_CUH
@@ -41,13 +45,13 @@ namespace roc_count {
 
 enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside = 5 };
 
-constexpr int kThreads = 256; /* the score pass's block; reduce_totals' largest */
+constexpr int kThreads = 256; /* the counting passes' block */
 
 /* Partitioned exact counting: a range holds kRangeLevels consecutive levels
  * (the last fewer), whose counters fill a drain block's shared memory; the
  * partition kernel keeps the ranges' lowest levels and an index of
  * kRangeBuckets buckets from a key to its range in shared memory, and sorts
- * the kSortKeys keys of two half tiles at once with a block of
+ * the kSortKeys keys of a stored tile at once with a block of
  * kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
 constexpr int kMaxRanges = 1023;
@@ -57,19 +61,17 @@ constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
 constexpr int kRangeBuckets = 2048;
 constexpr int kHalfTilePairs = 64 * 128;
-/* the partition sorts two half tiles at once: each range's keys of them
- * are one part of its segment, and bigger parts keep the drain's lanes busy
- * (dev/NOTES.md) */
+/* the partition sorts a stored tile's keys at once: each range's keys of
+ * them are one part of its segment, and bigger parts keep the drain's lanes
+ * busy (dev/NOTES.md) */
 constexpr int kSortKeys = 2 * kHalfTilePairs;
 constexpr int kPartitionThreads = 512;
+/* the largest block that keeps a Counter: the partition kernel's */
+constexpr int kCounterMaxWarps = kPartitionThreads / 32;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
-/* The ranges, and the device buffers their keys wait in until the drain. */
+/* The ranges, and the device buffer their keys wait in until the drain. */
 struct RangePartition {
-    /* the feature pass's half tiles with a key above the lowest level,
-     * kHalfTilePairs keys each (ROC_NO_KEY where not), raw_count of them */
-    uint32_t *raw;
-    uint32_t *raw_count;
     int n_ranges;
     int64_t range_levels; /* kRangeLevels: range r holds levels r * range_levels .. */
     /* bucket b of the index holds keys base + (b << shift) ..; index[b] is the
@@ -133,6 +135,18 @@ struct PassParams {
     uint32_t *block_top_key;
     unsigned long long *block_top_count;
 };
+
+/* v[u] for a u not known at compile time, by selects: indexed, the array
+ * would go to local memory. */
+template <int kN> __device__ __forceinline__ float4 pick(const float4 (&v)[kN], int u)
+{
+    float4 x = v[0];
+#pragma unroll
+    for (int k = 1; k < kN; k++)
+        if (u == k)
+            x = v[k];
+    return x;
+}
 
 /* Whether pair (query row i, gallery column j) counts: one set counts j > i
  * once (unordered) or every j != i (ordered), with i the set's row. */
@@ -200,6 +214,9 @@ template <int kMode> class Counter {
             lowest_ = __ldg(p.levels);
             highest_ = __ldg(p.levels + p.n_levels - 1);
             lowest_score_ = roc_key_score(lowest_);
+            /* a later launch of one feature pass: the block's top so far */
+            if (p.tile_begin > p.tile_first && p.block_top_count[blockIdx.x])
+                top_floor_ = roc_key_score(p.block_top_key[blockIdx.x]);
         }
         if (kMode == kPartitioned || kMode == kAside)
             run_gap_ = 0; /* the only gap counted here: below every level */
@@ -338,40 +355,63 @@ template <int kMode> class Counter {
         }
     }
 
-    /* The common case of kExact and kPartitioned, four pairs every one
-     * counted: when all four scores lie below the lowest level (float
-     * compares, which NaN fails), they join the run of gap 0 in a few
-     * instructions, and it returns true; else false, and nothing is counted.
-     * Not for kAside: its set_aside needs the whole warp, and with a warp's
-     * vote for this test its count took 64-82 ms at 1e10 against 43 without
-     * (H100, dev/NOTES.md). */
-    __device__ __forceinline__ bool below_lowest(const float (&s)[4])
+    /* kExact, kAside and kPartitioned in a whole tile (every pair counted), a
+     * thread's kN float4s of scores: each float4 whose four scores all lie
+     * below the lowest level (float compares, which NaN fails) joins the run
+     * of gap 0, at a compare, a min and a max a score, and bit u of the
+     * result says so; the others are left to the mode's own path. Four at a
+     * time, each with the run and the top kept as pair() keeps them, the
+     * count of the stored tiles took 3-4x the lean count of
+     * dev/cuda/roc_gemm.cu (dev/NOTES.md). */
+    template <int kN>
+    __device__ __forceinline__ uint32_t count_below(const float4 (&v)[kN])
     {
-        if (!(kMode == kExact || kMode == kPartitioned))
-            return false;
-        if (!(s[0] < lowest_score_ && s[1] < lowest_score_ && s[2] < lowest_score_ &&
-              s[3] < lowest_score_))
-            return false;
-        /* below the highest key so far, nearly always: see_top is a no-op */
-        if (!(fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])) < top_score_)) {
+        static_assert(kN <= 32, "a bit a float4");
+        float lo = INFINITY, hi = -INFINITY;
+        uint32_t below = 0;
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                see_top(roc_score_key(s[c]));
+        for (int u = 0; u < kN; u++) {
+            const bool all = v[u].x < lowest_score_ && v[u].y < lowest_score_ &&
+                             v[u].z < lowest_score_ && v[u].w < lowest_score_;
+            below |= uint32_t(all) << u;
+            lo = fminf(lo, fminf(fminf(v[u].x, v[u].y), fminf(v[u].z, v[u].w)));
+            hi = fmaxf(hi, fmaxf(fmaxf(v[u].x, v[u].y), fmaxf(v[u].z, v[u].w)));
+        }
+        if (below == 0)
+            return 0;
+        /* nearly always, after a launch's first tiles, the thread's top or the
+         * block's from the pass's earlier launches lies above them all; the
+         * rare case a loop, not unrolled: the count is bound by fetching its
+         * instructions (ncu: most warps' cycles "no instruction") */
+        if (!(hi < fmaxf(top_score_, top_floor_))) {
+#pragma unroll 1
+            for (int u = 0; u < kN; u++) {
+                if (!(below >> u & 1))
+                    continue;
+                const float4 x = pick(v, u);
+                see_top(roc_score_key(x.x));
+                see_top(roc_score_key(x.y));
+                see_top(roc_score_key(x.z));
+                see_top(roc_score_key(x.w));
+            }
         }
         if (run_gap_ != 0) {
             flush_run();
             run_gap_ = 0;
         }
-        n_pairs_ += 4;
-        run_count_ += 4;
-        run_min_ = min(run_min_, roc_score_key(fminf(fminf(s[0], s[1]), fminf(s[2], s[3]))));
-        return true;
+        const int n_below = __popc(below);
+        n_pairs_ += 4 * n_below;
+        run_count_ += 4 * n_below;
+        /* the least of all kN float4s' scores, NaN aside: below the lowest
+         * level (one float4 lies there), so a pair of gap 0, here or in the
+         * mode's path */
+        run_min_ = min(run_min_, roc_score_key(lo));
+        return below;
     }
 
-    /* Partitioned exact, a half tile's pairs in two sweeps: tally (every
-     * pair as pair() would, except that one above the lowest level is only
-     * noted), then, where raw_half_tile() gives the half tile a place in the
-     * raw buffer, each pair's raw_key into it. */
+    /* Partitioned exact: the pairs as pair() would count them, except that
+     * those at or above the lowest level are left to the partition (their
+     * partition_key). */
     template <int kN>
     __device__ __forceinline__ void tally(const float (&s)[kN], const bool (&use)[kN])
     {
@@ -383,9 +423,7 @@ template <int kMode> class Counter {
             const uint32_t key = roc_score_key(s[u]);
             if (use[u] && !nan) {
                 see_top(key);
-                if (key >= lowest_) {
-                    any_above_ = true;
-                } else {
+                if (key < lowest_) {
                     run_count_++;
                     run_min_ = min(run_min_, key);
                 }
@@ -393,23 +431,9 @@ template <int kMode> class Counter {
         }
     }
 
-    /* After tally, in every thread: the half tile's kHalfTilePairs keys in
-     * the raw buffer, or null where no pair was above the lowest level. */
-    __device__ uint32_t *raw_half_tile()
-    {
-        __shared__ uint32_t slot;
-        if (!__syncthreads_or(any_above_))
-            return nullptr;
-        any_above_ = false;
-        if (threadIdx.x == 0)
-            slot = atomicAdd(p_.part.raw_count, 1u);
-        __syncthreads();
-        return p_.part.raw + size_t(slot) * kHalfTilePairs;
-    }
-
-    /* What the raw buffer holds for a pair: its key where it lies at or above
+    /* What the partition sorts for a pair: its key where it lies at or above
      * the lowest level, else ROC_NO_KEY (tally counted it). */
-    __device__ __forceinline__ uint32_t raw_key(float s, bool use) const
+    __device__ __forceinline__ uint32_t partition_key(float s, bool use) const
     {
         const uint32_t key = roc_score_key(s);
         return use && !isnan(s) && key >= lowest_ ? key : ROC_NO_KEY;
@@ -419,7 +443,7 @@ template <int kMode> class Counter {
     {
         if (kMode == kStore)
             return;
-        if (kCountsLevels)
+        if (kCountsLevels && !zero_with_totals())
             flush_run();
         if (kMode == kAside && threadIdx.x % 32 == 0)
             p_.aside_used[aside_warp()] = min(aside_used_, p_.aside_segment);
@@ -441,6 +465,15 @@ template <int kMode> class Counter {
   private:
     static constexpr bool kCountsLevels = kMode == kExact || kMode == kPartitioned ||
                                           kMode == kAside;
+
+    /* At the block's end: whether this thread's run is of gap 0 in the
+     * global counters, which reduce_totals adds up over the block first.
+     * Each thread's two atomics on those two addresses, ~135,000 a launch of
+     * the feature pass's count, came after the loads of its last tile. */
+    __device__ __forceinline__ bool zero_with_totals() const
+    {
+        return kCountsLevels && !(kMode == kExact && p_.shared_gaps) && run_gap_ == 0;
+    }
 
     /* The highest key and its count (top_key_ starts at 0, the lowest key):
      * one compare for nearly every pair, which lies below the top so far. */
@@ -612,20 +645,26 @@ template <int kMode> class Counter {
         run_min_ = 0xffffffffu;
     }
 
-    /* pairs and NaN pairs into the globals; the block's top key and its count
-     * into the block's slot (merged after the kernel) */
+    /* pairs and NaN pairs into the globals, and the runs of gap 0 where
+     * zero_with_totals(); the block's top key and its count into the block's
+     * slot (merged after the kernel) */
     __device__ void reduce_totals()
     {
-        __shared__ unsigned long long warp_pairs[kThreads / 32], warp_nan[kThreads / 32];
-        __shared__ uint32_t warp_key[kThreads / 32];
-        __shared__ unsigned long long warp_count[kThreads / 32];
+        __shared__ unsigned long long warp_pairs[kCounterMaxWarps], warp_nan[kCounterMaxWarps];
+        __shared__ uint32_t warp_key[kCounterMaxWarps], warp_zero_min[kCounterMaxWarps];
+        __shared__ unsigned long long warp_count[kCounterMaxWarps], warp_zero[kCounterMaxWarps];
         unsigned long long pairs = n_pairs_, nan = n_nan_, count = top_count_;
         uint32_t key = top_key_;
+        const bool zero = zero_with_totals();
+        unsigned long long zero_count = zero ? run_count_ : 0;
+        uint32_t zero_min = zero ? run_min_ : 0xffffffffu;
         for (int offset = 16; offset > 0; offset /= 2) {
             pairs += __shfl_down_sync(0xffffffffu, pairs, offset);
             nan += __shfl_down_sync(0xffffffffu, nan, offset);
             merge_top(key, count, __shfl_down_sync(0xffffffffu, key, offset),
                       __shfl_down_sync(0xffffffffu, count, offset));
+            zero_count += __shfl_down_sync(0xffffffffu, zero_count, offset);
+            zero_min = min(zero_min, __shfl_down_sync(0xffffffffu, zero_min, offset));
         }
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         if (lane == 0) {
@@ -633,6 +672,8 @@ template <int kMode> class Counter {
             warp_nan[warp] = nan;
             warp_key[warp] = key;
             warp_count[warp] = count;
+            warp_zero[warp] = zero_count;
+            warp_zero_min[warp] = zero_min;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -640,9 +681,15 @@ template <int kMode> class Counter {
                 pairs += warp_pairs[w];
                 nan += warp_nan[w];
                 merge_top(key, count, warp_key[w], warp_count[w]);
+                zero_count += warp_zero[w];
+                zero_min = min(zero_min, warp_zero_min[w]);
             }
             atomicAdd(&p_.totals[0], pairs);
             atomicAdd(&p_.totals[1], nan);
+            if (zero_count) {
+                atomicAdd(&p_.gap[0], zero_count);
+                atomicMin(&p_.gap_min[0], zero_min);
+            }
             if (kCountsLevels) {
                 /* a later launch of one pass (roc_eval_kernel.cu's launch_pass)
                  * adds to what the block's slot holds from the earlier ones */
@@ -660,21 +707,19 @@ template <int kMode> class Counter {
     /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
     unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
-    /* below_lowest's bounds as scores: no pair is below -inf (no levels, or
-     * no top key yet) */
-    float lowest_score_ = -INFINITY, top_score_ = -INFINITY;
+    /* count_below's bounds as scores: no pair is below -inf (no levels, or
+     * no top key yet). Below top_floor_, a key cannot be the block's top
+     * (the top of its slot, from the pass's earlier launches). */
+    float lowest_score_ = -INFINITY, top_score_ = -INFINITY, top_floor_ = -INFINITY;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
     /* kAside: the keys this warp set aside (the same in all its lanes; may
      * pass its segment's end) */
     uint32_t aside_used_ = 0;
-    /* kPartitioned: whether this thread's half tile had a pair above the
-     * lowest level */
-    bool any_above_ = false;
 };
 
-/* The partition kernel's work (roc_eval_kernel.cu): two raw half tiles' keys
- * at a time, held in registers, sorted by range in shared memory and written
+/* The partition kernel's work (roc_eval_kernel.cu): a stored tile's keys at
+ * a time, held in registers, sorted by range in shared memory and written
  * to the ranges' segments in three steps: a histogram of the ranges, a scan of
  * it with each range's room in the block's part of its segment, and a scatter.
  * ROC_NO_KEY (below the lowest level) is skipped. */
@@ -704,7 +749,7 @@ class RangeSorter {
         __syncthreads();
     }
 
-    /* Two half tiles' keys (kSortKeys), kKeys a thread; every thread calls it. */
+    /* A tile's keys (kSortKeys), kKeys a thread; every thread calls it. */
     __device__ void sort(const uint32_t (&key)[kKeys])
     {
         /* the histogram, kLook lookups at once so that their reads overlap */
@@ -740,13 +785,6 @@ class RangeSorter {
         }
         __syncthreads();
         write_segments();
-    }
-
-    /* A block without a half tile in this launch: its parts are empty. */
-    __device__ void end_empty()
-    {
-        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x)
-            p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = 0;
     }
 
     /* What the block's parts of the segments hold, and what it asked for. */
@@ -886,7 +924,7 @@ class RangeSorter {
     const PassParams &p_;
     uint32_t *shared_;
     uint32_t lowest_ = 0, highest_ = 0;
-    uint32_t n_above_ = 0; /* keys of the two half tiles above the lowest level */
+    uint32_t n_above_ = 0; /* keys of the tile above the lowest level */
 };
 
 } // namespace roc_count

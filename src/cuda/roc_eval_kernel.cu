@@ -175,6 +175,35 @@ __device__ __forceinline__ void for_each_tile(const Operands &op, const PassPara
     }
 }
 
+/* Whether every pair of the tile at (m0, n0) is one of the pass's: inside
+ * its rows and columns, and off one set's diagonal. */
+__device__ __forceinline__ bool whole_tile(const Operands &op, const PassParams &p, int64_t m0,
+                                           int64_t n0)
+{
+    const int64_t d0 = p.row_offset + m0; /* the set's rows of this tile: d0 .. */
+    const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
+                              (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
+    return m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
+           n0 + roc_gemm::kBN <= op.n_end && (!p.same_set || off_diagonal);
+}
+
+/* Pairs (m0 + row, n0 + col + c) of a stored tile, c < 4, four columns of a
+ * row: use[c] where the pair is one of the pass's and `left` (not counted
+ * yet), whole where the tile's pairs all are. */
+__device__ __forceinline__ void quad_pairs(const Operands &op, const PassParams &p, int64_t m0,
+                                           int64_t n0, int row, int col, bool whole, bool left,
+                                           int64_t (&rows)[4], int64_t (&cols)[4],
+                                           bool (&use)[4])
+{
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        rows[c] = m0 + row;
+        cols[c] = n0 + col + c;
+        use[c] = left && (whole || (rows[c] >= p.row_begin && rows[c] < p.row_end &&
+                                    cols[c] < op.n_end && counted(p, rows[c], cols[c])));
+    }
+}
+
 /*
  * The feature pass, in two kernels a chunk of tiles [p.tile_begin,
  * p.tile_end): tile_kernel computes the scores (FeatureTile::product) and
@@ -208,23 +237,22 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 }
 
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
- * thread's kHalfLoads 16-byte loads of it in flight together, then its pairs
- * four at a time (consecutive columns of a row). Persistent blocks. */
+ * thread's kHalfLoads 16-byte loads of it in flight together, then, exact
+ * in a whole tile, Counter::count_below over them all, then the quads it
+ * left (all of them elsewhere), four pairs of a row each. Persistent blocks.
+ * The partition kernel below counts kPartitioned's. */
 template <int kMode>
 __global__ void __launch_bounds__(kThreads)
     count_tiles_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
 {
     constexpr int kHalfLoads = kHalfTilePairs / 4 / kThreads;
     static_assert(kHalfLoads * 4 * kThreads == kHalfTilePairs, "whole half tiles");
+    constexpr bool kBelowFirst = kMode == kExact || kMode == kAside;
     extern __shared__ uint32_t counters[];
     Counter<kMode> counter(p, counters);
     counter.begin_block();
     for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
-        const int64_t d0 = p.row_offset + m0; /* the set's rows of this tile: d0 .. */
-        const bool off_diagonal = n0 >= d0 + roc_gemm::kBM ||
-                                  (p.same_set == ROC_SAME_SET_ORDERED && n0 + roc_gemm::kBN <= d0);
-        const bool whole = m0 >= p.row_begin && m0 + roc_gemm::kBM <= p.row_end &&
-                           n0 + roc_gemm::kBN <= op.n_end && (!p.same_set || off_diagonal);
+        const bool whole = whole_tile(op, p, m0, n0);
         const float4 *tile = reinterpret_cast<const float4 *>(chunk + (t - p.tile_begin) *
                                                                           kTilePairs);
         for (int half = 0; half < 2; half++) {
@@ -232,52 +260,33 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int u = 0; u < kHalfLoads; u++)
                 v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
-            /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3;
-             * in a whole tile, most go by Counter::below_lowest */
-            auto quad = [&](int u, auto &&count, bool common_case) {
+            /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
+            auto count_quad = [&](int u, const float4 &x, bool left) {
                 const int f = int(threadIdx.x) + u * kThreads;
-                const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-                if (common_case && whole && counter.below_lowest(s))
-                    return;
+                const float s[4] = {x.x, x.y, x.z, x.w};
                 int64_t row[4], col[4];
                 bool use[4];
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    row[c] = m0 + half * 64 + f / 32;
-                    col[c] = n0 + (f % 32) * 4 + c;
-                    use[c] = whole || (row[c] >= p.row_begin && row[c] < p.row_end &&
-                                       col[c] < op.n_end && counted(p, row[c], col[c]));
-                }
-                count(row, col, s, use);
+                quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, left, row,
+                           col, use);
+                counter.pairs(row, col, s, use);
             };
-            if constexpr (kMode == kPartitioned) {
-#pragma unroll
-                for (int u = 0; u < kHalfLoads; u++)
-                    quad(
-                        u, [&](auto &, auto &, auto &s, auto &use) { counter.tally(s, use); },
-                        true);
-                if (uint32_t *raw = counter.raw_half_tile()) {
-                    /* the keys in the half tile's order, streamed past L2 (the
-                     * partition reads them once) */
-#pragma unroll
-                    for (int u = 0; u < kHalfLoads; u++)
-                        quad(u, [&](auto &, auto &, auto &s, auto &use) {
-                            __stcs(reinterpret_cast<uint4 *>(raw) + threadIdx.x + u * kThreads,
-                                   make_uint4(counter.raw_key(s[0], use[0]),
-                                              counter.raw_key(s[1], use[1]),
-                                              counter.raw_key(s[2], use[2]),
-                                              counter.raw_key(s[3], use[3])));
-                        }, false);
+            if constexpr (kBelowFirst) {
+                const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
+                /* the quads left, a loop not unrolled: this kernel is bound by
+                 * fetching its instructions, and eight copies of the modes'
+                 * paths made kAside's count 2x slower (ncu, dev/NOTES.md) */
+#pragma unroll 1
+                for (int u = 0; u < kHalfLoads; u++) {
+                    const bool left = !(below >> u & 1);
+                    /* set_aside takes the whole warp */
+                    if (kMode == kAside ? !__any_sync(0xffffffffu, left) : !left)
+                        continue;
+                    count_quad(u, pick(v, u), left);
                 }
             } else {
 #pragma unroll
                 for (int u = 0; u < kHalfLoads; u++)
-                    quad(
-                        u,
-                        [&](auto &row, auto &col, auto &s, auto &use) {
-                            counter.pairs(row, col, s, use);
-                        },
-                        true);
+                    count_quad(u, v[u], true);
             }
         }
     });
@@ -285,39 +294,58 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /*
- * Partitioned exact counting (roc_count.cuh): the partition sorts the raw half
- * tiles the feature pass wrote by range into the ranges' segments, persistent
- * blocks two half tiles at a time, the keys streamed in (read once).
+ * Partitioned exact counting (roc_count.cuh): the partition reads the chunk's
+ * stored tiles, persistent blocks a tile at a time (kLoads 16-byte loads a
+ * thread in flight together, streamed: read once), counts the pairs below
+ * the lowest level as count_tiles_kernel does, and sorts the other keys by
+ * range into the ranges' segments. Before, the count wrote each half tile
+ * with a key above the lowest level to a buffer of its own, which this
+ * kernel then read: a pass over every such pair more.
  */
-__global__ void __launch_bounds__(kPartitionThreads, 2) partition_kernel(const PassParams p)
+__global__ void __launch_bounds__(kPartitionThreads, 2)
+    partition_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
 {
+    constexpr int kLoads = RangeSorter::kKeys / 4;
+    static_assert(kLoads * 4 * kPartitionThreads == kTilePairs, "whole tiles");
     extern __shared__ uint32_t sorter_shared[];
     RangeSorter sorter(p, sorter_shared);
-    const uint32_t n_keys = *p.part.raw_count * uint32_t(kHalfTilePairs);
-    if (blockIdx.x * uint32_t(kSortKeys) >= n_keys) { /* uniform in the block */
-        sorter.end_empty();
-        return;
-    }
+    Counter<kPartitioned> counter(p, nullptr);
     sorter.begin_block();
-    for (uint32_t at = blockIdx.x * uint32_t(kSortKeys); at < n_keys;
-         at += gridDim.x * uint32_t(kSortKeys)) {
-        /* two half tiles from `at`, or one where it is the last: the keys
-         * past it are ROC_NO_KEY (discarded) */
-        const uint4 *raw = reinterpret_cast<const uint4 *>(p.part.raw + at);
-        const uint32_t n_raw4 = min(n_keys - at, uint32_t(kSortKeys)) / 4;
-        uint32_t key[RangeSorter::kKeys];
+    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
+        const bool whole = whole_tile(op, p, m0, n0);
+        const float4 *tile = reinterpret_cast<const float4 *>(chunk + (t - p.tile_begin) *
+                                                                          kTilePairs);
+        float4 v[kLoads];
 #pragma unroll
-        for (int i = 0; i < RangeSorter::kKeys / 4; i++) {
-            const uint32_t v4 = i * kPartitionThreads + threadIdx.x;
-            const uint4 v = v4 < n_raw4 ? __ldcs(raw + v4) : make_uint4(0, 0, 0, 0);
-            key[4 * i] = v.x;
-            key[4 * i + 1] = v.y;
-            key[4 * i + 2] = v.z;
-            key[4 * i + 3] = v.w;
+        for (int u = 0; u < kLoads; u++)
+            v[u] = __ldcs(tile + threadIdx.x + u * kPartitionThreads);
+        const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
+        uint32_t key[RangeSorter::kKeys];
+        bool any = false;
+#pragma unroll
+        for (int u = 0; u < kLoads; u++) {
+            /* float4 f of the tile: row f / 32, columns 4 (f % 32) .. + 3 */
+            const int f = int(threadIdx.x) + u * kPartitionThreads;
+            const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            int64_t row[4], col[4];
+            bool use[4];
+            const bool left = !(below >> u & 1);
+            quad_pairs(op, p, m0, n0, f / 32, (f % 32) * 4, whole, left, row, col, use);
+            if (left)
+                counter.tally(s, use);
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                key[4 * u + c] = counter.partition_key(s[c], use[c]);
+                any = any || key[4 * u + c] != ROC_NO_KEY;
+            }
         }
-        sorter.sort(key);
-    }
+        /* a tile below the lowest level, as most are where few pairs lie
+         * among the levels, is counted already */
+        if (__syncthreads_or(any))
+            sorter.sort(key);
+    });
     sorter.end_block();
+    counter.end_block();
 }
 
 /*
@@ -459,10 +487,10 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
 /* The segments for the next launch: `total` keys shared in proportion to what
  * each range asked for since the last drain, plus a quarter of an even share
  * (so every range keeps room, and after no demand at all the shares are
- * even); the demand and the raw half tiles zeroed. */
+ * even); the demand zeroed. */
 __global__ void __launch_bounds__(kHistogram)
     segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset, int n_ranges,
-                   int64_t total, uint32_t *raw_count)
+                   int64_t total)
 {
     using Reduce = cub::BlockReduce<unsigned long long, kHistogram>;
     using Scan = cub::BlockScan<unsigned long long, kHistogram>;
@@ -492,8 +520,6 @@ __global__ void __launch_bounds__(kHistogram)
         offset[r] = uint32_t(start);
         reserved[r] = 0;
     }
-    if (r == 0)
-        *raw_count = 0;
 }
 
 /* Merges the blocks' top keys into the running (key, count): one warp, each
@@ -1148,18 +1174,18 @@ struct roc_eval_cuda {
     uint32_t lut_base = 0;
     int lut_shift = 0;
     /* exact from features with more levels than a block's shared counters:
-     * the ranges the keys are partitioned by, the raw half tiles' buffer and
-     * the segments' (roc_count.cuh); part.n_ranges = 0 where not */
+     * the ranges the keys are partitioned by and the segments' buffer
+     * (roc_count.cuh); part.n_ranges = 0 where not */
     RangePartition part{};
     /* exact from features with global counters: the first tiles are
      * counted directly and their pairs choose how the rest are
      * (choose_count): directly, with keys set aside, or by partition where
      * may_partition */
     bool probe_count = false, may_partition = false;
-    Buffer<uint32_t> range_starts, range_raw, range_raw_count, range_keys, range_offset,
-        range_capacity, range_block_used, range_reserved;
+    Buffer<uint32_t> range_starts, range_keys, range_offset, range_capacity, range_block_used,
+        range_reserved;
     Buffer<uint16_t> range_index;
-    int64_t range_keys_total = 0, range_raw_total = 0;
+    int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
      * (roc_count.cuh), while not partitioned, and each warp's count of them */
     Buffer<uint32_t> aside_keys, aside_used;
@@ -1184,10 +1210,9 @@ struct roc_eval_cuda {
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
-          top_count(arena), block_top_count(arena), range_starts(arena), range_raw(arena),
-          range_raw_count(arena), range_keys(arena), range_offset(arena),
-          range_capacity(arena), range_block_used(arena), range_reserved(arena),
-          range_index(arena), aside_keys(arena), aside_used(arena),
+          top_count(arena), block_top_count(arena), range_starts(arena), range_keys(arena),
+          range_offset(arena), range_capacity(arena), range_block_used(arena),
+          range_reserved(arena), range_index(arena), aside_keys(arena), aside_used(arena),
           edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
@@ -1461,7 +1486,7 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     EXT_CUDA_TRY(cudaGetLastError());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
-        ev->range_keys_total, ev->range_raw_count.get());
+        ev->range_keys_total);
     return cudaGetLastError();
 }
 
@@ -1474,7 +1499,8 @@ cudaError_t chunk_room(Buffer<float> &chunk, int64_t tiles)
 
 /* Tiles [q.tile_begin, q.tile_end) of a feature pass stored into `chunk`
  * (tile_kernel), then counted (count_tiles_kernel<kMode>, `blocks` blocks
- * with `shared` bytes of counters). */
+ * with `shared` bytes of counters; kPartitioned: partition_kernel, its
+ * blocks set_ranges'). */
 template <int kMode>
 cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassParams &q,
                             float *chunk, int blocks, size_t shared)
@@ -1486,15 +1512,18 @@ cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassP
     tile_kernel<<<unsigned(tile_blocks), FeatureTile::kThreads, tile_shared, stream>>>(op, q,
                                                                                      chunk);
     EXT_CUDA_TRY(cudaGetLastError());
-    count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+    if constexpr (kMode == kPartitioned)
+        partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q,
+                                                                                        chunk);
+    else
+        count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
     return cudaGetLastError();
 }
 
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
  * p.row_end) of the score matrix or of the features' operands `op`, or over
  * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
- * pairs). A partitioned pass goes in launches whose half tiles the raw
- * buffer holds; the blocks' top keys are merged once, after the last. */
+ * pairs). The blocks' top keys are merged once, after the last launch. */
 template <int kMode>
 cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
                         const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
@@ -1505,18 +1534,21 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p);
     const int threads = kThreads;
-    const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
-    if constexpr (kMode != kPartitioned && kMode != kAside) {
-        if (!features)
-            func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
-                          : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+    int blocks = ev->part.n_blocks; /* kPartitioned: the partition kernel's (set_ranges) */
+    if constexpr (kMode != kPartitioned) {
+        const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
+        if constexpr (kMode != kAside) {
+            if (!features)
+                func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
+                              : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+        }
+        /* set even below 48 KB: the kernels' static shared memory counts too */
+        EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(shared)));
+        int per_sm = 0;
+        EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
+        blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     }
-    /* set even below 48 KB: the kernels' static shared memory counts too */
-    EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(shared)));
-    int per_sm = 0;
-    EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
-    const int blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     auto merge_top = [&]() {
         if (kMode != kExact && kMode != kPartitioned && kMode != kAside)
             return cudaSuccess;
@@ -1528,11 +1560,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     if (features) {
         int64_t tiles_m, tiles_n;
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
-        /* chunks of tiles, each stored then counted; partitioned, no more
-         * than the raw buffer holds, each partitioned and drained after it */
-        int64_t step = std::min(chunk_tiles(), tiles - tile_from);
-        if (kMode == kPartitioned)
-            step = std::min(step, std::max<int64_t>(1, ev->range_raw_total / kTilePairs));
+        /* chunks of tiles, each stored then counted; partitioned, each
+         * drained after it */
+        const int64_t step = std::min(chunk_tiles(), tiles - tile_from);
         EXT_CUDA_TRY(chunk_room(ev->chunk, step));
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
@@ -1547,12 +1577,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
                                      stream>>>(q, warps);
                 EXT_CUDA_TRY(cudaGetLastError());
             }
-            if (kMode == kPartitioned) {
-                partition_kernel<<<ev->part.n_blocks, kPartitionThreads,
-                                   RangeSorter::kSharedBytes, stream>>>(q);
-                EXT_CUDA_TRY(cudaGetLastError());
+            if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
-            }
         }
         return merge_top();
     }
@@ -1757,11 +1783,10 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
 }
 
 /* Keys the segments' buffer holds: 16 a level (the drain's fixed work, its
- * counters, is then small beside its keys), at least 2^26 and at most 2^28;
- * the raw buffer holds half as many (launches of 2^25 pairs and more, each
- * partitioned and drained after it; their seams cost a few percent).
- * EXT_ROC_PARTITION_KIB, where set, replaces it (the tests make it small, so
- * that segments fill). */
+ * counters, is then small beside its keys), at least 2^26 and at most 2^28,
+ * twice a chunk of stored tiles (~3e7 pairs on an H100; each chunk is
+ * partitioned and drained after it). EXT_ROC_PARTITION_KIB, where set,
+ * replaces it (the tests make it small, so that segments fill). */
 int64_t partition_keys(int64_t n_levels)
 {
     const int64_t kib = env_tuning("EXT_ROC_PARTITION_KIB", 1, 0);
@@ -1771,9 +1796,8 @@ int64_t partition_keys(int64_t n_levels)
 }
 
 /* The ranges of the sorted level keys (host) for partitioned counting: each
- * range's lowest level, the index from a key to its range, the raw buffer
- * (at least a tile for every pass block), the segments' buffer and its
- * segments, even at first. */
+ * range's lowest level, the index from a key to its range, the segments'
+ * buffer and its segments, even at first. */
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
 {
     cudaStream_t stream = ev->arena.stream();
@@ -1801,18 +1825,15 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
         index[b] = uint16_t(range(first) | (range(last) != range(first) ? kAmbiguous : 0));
     }
     ev->range_keys_total = partition_keys(U);
-    ev->range_raw_total = std::max(ev->range_keys_total / 2, int64_t(ev->pass_blocks) *
-                                                                 roc_gemm::kBM * roc_gemm::kBN);
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
     int per_sm = 0;
     EXT_CUDA_TRY(ext_blocks_per_sm(reinterpret_cast<const void *>(partition_kernel),
                                    kPartitionThreads, RangeSorter::kSharedBytes, &per_sm));
-    const int sorter_blocks = std::max(1, per_sm) * ext_sm_count();
+    /* each keeps a Counter, and its top key in a slot of pass_blocks' */
+    const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
     EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_raw.allocate(ev->range_raw_total));
-    EXT_CUDA_TRY(ev->range_raw_count.allocate(1));
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
@@ -1827,13 +1848,11 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                  stream));
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
-        ev->range_keys_total, ev->range_raw_count.get());
+        ev->range_keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(kDrainShared)));
-    ev->part = RangePartition{ev->range_raw.get(),
-                              ev->range_raw_count.get(),
-                              n_ranges,
+    ev->part = RangePartition{n_ranges,
                               range_levels,
                               base,
                               shift,
