@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,6 +51,7 @@ def measure(root, names):
     assert os.path.abspath(roc.__file__).startswith(os.path.abspath(root) + os.sep)
     sys.path.append(os.path.join(os.path.dirname(HERE), "scripts"))
     from bench_roc import embeddings, scale_embeddings
+    from profile_eval import wall
     torch.backends.cuda.matmul.allow_tf32 = False
     results, data = {}, {}
     for name in names:
@@ -72,14 +72,7 @@ def measure(root, names):
             return roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode=mode,
                                 same_set=kind == "same_set")
         report = call()
-        torch.cuda.synchronize()
-        best = float("inf")
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            call()
-            torch.cuda.synchronize()
-            best = min(best, time.perf_counter() - t0)
-        results[name] = {"ms": best * 1e3, "digest": digest(report),
+        results[name] = {"ms": wall(call, repeat=calls), "digest": digest(report),
                          "peak_mib": report.device_bytes_peak / 2**20}
     print(json.dumps(results))
 
