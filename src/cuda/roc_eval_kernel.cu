@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kThreads)
                 const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
                 /* the quads left, a loop not unrolled: this kernel is bound by
                  * fetching its instructions, and eight copies of the modes'
-                 * paths made kAside's count 2x slower (ncu, dev/NOTES.md) */
+                 * paths made kAside's count 2x slower (dev/NOTES.md, thirteenth pass) */
 #pragma unroll 1
                 for (int u = 0; u < kHalfLoads; u++) {
                     const bool left = !(below >> u & 1);
