@@ -159,6 +159,13 @@ __device__ __forceinline__ bool counted(const PassParams &p, int64_t i, int64_t 
     return true;
 }
 
+/* Binned mode's shared memory: each bin's two edges (float2, first: 8-byte
+ * aligned), then the counters of below, the bins and above. */
+inline size_t shared_bins_bytes(int64_t n_bins)
+{
+    return size_t(n_bins) * sizeof(float2) + size_t(n_bins + 2) * sizeof(uint32_t);
+}
+
 /* Bytes of private counters (and, binned, the edges) a pass of `mode` keeps
  * in shared memory. */
 inline size_t counter_bytes(int mode, const PassParams &p)
@@ -166,7 +173,7 @@ inline size_t counter_bytes(int mode, const PassParams &p)
     if (mode == kExact && p.shared_gaps)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
     if (mode == kBinned && p.shared_bins)
-        return size_t(p.n_bins + 2) * sizeof(uint32_t) + size_t(p.n_bins + 1) * sizeof(float);
+        return shared_bins_bytes(p.n_bins);
     return 0;
 }
 
@@ -230,11 +237,10 @@ template <int kMode> class Counter {
                 shared_[p_.n_levels + 1 + g] = 0xffffffffu;
             }
         } else if (kMode == kBinned && p_.shared_bins) {
-            float *edges = reinterpret_cast<float *>(shared_ + p_.n_bins + 2);
             for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
-                shared_[b] = 0;
-            for (int64_t b = threadIdx.x; b <= p_.n_bins; b += blockDim.x)
-                edges[b] = p_.edges[b];
+                bin_counts()[b] = 0;
+            for (int64_t b = threadIdx.x; b < p_.n_bins; b += blockDim.x)
+                bin_edges()[b] = make_float2(p_.edges[b], p_.edges[b + 1]);
         }
         __syncthreads();
     }
@@ -256,7 +262,7 @@ template <int kMode> class Counter {
             return;
         if (kMode == kBinned) {
             if (p_.shared_bins)
-                atomicAdd(&shared_[shared_bin(s) + 1], 1u);
+                atomicAdd(&bin_counts()[shared_bin(s) + 1], 1u);
             else
                 atomicAdd(&p_.bins[roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.scale32) + 1],
                           1ull);
@@ -290,14 +296,12 @@ template <int kMode> class Counter {
                                           const float (&s)[kN], const bool (&use)[kN])
     {
         if (kMode == kBinned && p_.shared_bins) {
-            const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
             int b[kN];
-            float lo[kN], hi[kN];
+            float2 e[kN];
 #pragma unroll
             for (int u = 0; u < kN; u++) {
                 b[u] = estimated_bin(s[u]);
-                lo[u] = edges[b[u]];
-                hi[u] = edges[b[u] + 1];
+                e[u] = bin_edges()[b[u]];
             }
 #pragma unroll
             for (int u = 0; u < kN; u++) {
@@ -308,11 +312,11 @@ template <int kMode> class Counter {
                     n_nan_++;
                     continue;
                 }
-                const int bin = bin_holds(s[u], b[u], lo[u], hi[u])
+                const int bin = bin_holds(s[u], b[u], e[u])
                                     ? b[u]
-                                    : int(roc_uniform_bin(s[u], edges, p_.n_bins, p_.lo32,
+                                    : int(roc_uniform_bin(s[u], p_.edges, p_.n_bins, p_.lo32,
                                                           p_.scale32));
-                atomicAdd(&shared_[bin + 1], 1u);
+                atomicAdd(&bin_counts()[bin + 1], 1u);
             }
             return;
         }
@@ -353,6 +357,20 @@ template <int kMode> class Counter {
                 if (use[u])
                     pair(row[u], col[u], s[u]);
         }
+    }
+
+    /* In a whole tile (every pair counted), a thread's kN float4s of scores:
+     * those its mode counts at a few instructions a score (count_below,
+     * count_binned), bit u of the result set for each; the others are left
+     * to pairs(). */
+    template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&v)[kN])
+    {
+        if constexpr (kMode == kExact || kMode == kAside)
+            return count_below(v);
+        else if constexpr (kMode == kBinned)
+            return count_binned(v);
+        else
+            return 0;
     }
 
     /* kExact, kAside and kPartitioned in a whole tile (every pair counted), a
@@ -409,6 +427,43 @@ template <int kMode> class Counter {
         return below;
     }
 
+    /* kBinned with the bins in shared memory, in a whole tile (every pair
+     * counted), a thread's kN float4s of scores: each float4 whose four
+     * scores lie in the bins their position suggests (one 8-byte read of a
+     * bin's edges a score, which NaN and scores outside the range fail) is
+     * counted here, about ten instructions a score, and bit u of the result
+     * says so; the others are left to pairs(). Each pair through pairs(),
+     * the count took 56 thread instructions a pair (ncu, 1e10 pairs). */
+    template <int kN>
+    __device__ __forceinline__ uint32_t count_binned(const float4 (&v)[kN])
+    {
+        if (!p_.shared_bins)
+            return 0;
+        /* the edges of all of them read first, so that the reads overlap */
+        int b[kN][4];
+        uint32_t held = 0;
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            bool all = true;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                b[u][c] = estimated_bin(s[c]);
+                const float2 e = bin_edges()[b[u][c]];
+                all = all && e.x <= s[c] && s[c] < e.y;
+            }
+            held |= uint32_t(all) << u;
+        }
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            if (held >> u & 1)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    atomicAdd(&bin_counts()[b[u][c] + 1], 1u);
+        n_pairs_ += 4 * __popc(held);
+        return held;
+    }
+
     /* Partitioned exact: the pairs as pair() would count them, except that
      * those at or above the lowest level are left to the partition (their
      * partition_key). */
@@ -457,8 +512,8 @@ template <int kMode> class Counter {
                 }
         } else if (kMode == kBinned && p_.shared_bins) {
             for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
-                if (shared_[b])
-                    atomicAdd(&p_.bins[b], (unsigned long long)shared_[b]);
+                if (bin_counts()[b])
+                    atomicAdd(&p_.bins[b], (unsigned long long)bin_counts()[b]);
         }
     }
 
@@ -609,25 +664,35 @@ template <int kMode> class Counter {
         return min(max(__float2int_rz((s - p_.lo32) * p_.scale32), 0), int(p_.n_bins) - 1);
     }
 
-    /* Whether bin b, with edges lo and hi, holds the score: then b is
+    /* Whether bin b, with edges e, holds the score: then b is
      * roc_uniform_bin's answer (no other bin can hold it). */
-    __device__ __forceinline__ bool bin_holds(float s, int b, float lo, float hi) const
+    __device__ __forceinline__ bool bin_holds(float s, int b, float2 e) const
     {
-        return lo <= s && (s < hi || (b == int(p_.n_bins) - 1 && s <= hi));
+        return e.x <= s && (s < e.y || (b == int(p_.n_bins) - 1 && s <= e.y));
     }
 
     /* roc_uniform_bin's answer with the edges in shared memory: the estimated
      * bin when its two edges hold the score (nearly always), else
-     * roc_uniform_bin's search. ncu, 10,000 x 21,000 from features: with the
-     * search through generic loads every time, the binned count after the
-     * tile product took 3.5x the warp time of storing the scores. */
+     * roc_uniform_bin's search over the global edges. ncu, 10,000 x 21,000
+     * from features: with that search for every pair, the binned count after
+     * the tile product took 3.5x the warp time of storing the scores. */
     __device__ __forceinline__ int shared_bin(float s) const
     {
-        const float *edges = reinterpret_cast<const float *>(shared_ + p_.n_bins + 2);
         const int b = estimated_bin(s);
-        if (bin_holds(s, b, edges[b], edges[b + 1]))
+        if (bin_holds(s, b, bin_edges()[b]))
             return b;
-        return int(roc_uniform_bin(s, edges, p_.n_bins, p_.lo32, p_.scale32));
+        return int(roc_uniform_bin(s, p_.edges, p_.n_bins, p_.lo32, p_.scale32));
+    }
+
+    /* binned with shared bins (shared_bins_bytes): bin b's edges, and the
+     * counters of below (0), bin b (b + 1) and above (n_bins + 1) */
+    __device__ __forceinline__ float2 *bin_edges() const
+    {
+        return reinterpret_cast<float2 *>(shared_);
+    }
+    __device__ __forceinline__ uint32_t *bin_counts() const
+    {
+        return shared_ + 2 * p_.n_bins;
     }
 
     __device__ void flush_run()

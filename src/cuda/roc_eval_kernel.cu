@@ -237,17 +237,16 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 }
 
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
- * thread's kHalfLoads 16-byte loads of it in flight together, then, exact
- * in a whole tile, Counter::count_below over them all, then the quads it
- * left (all of them elsewhere), four pairs of a row each. Persistent blocks.
- * The partition kernel below counts kPartitioned's. */
+ * thread's kHalfLoads 16-byte loads of it in flight together, then, in a
+ * whole tile, Counter::count_whole over them all, then the quads it left
+ * (all of them elsewhere), four pairs of a row each. Persistent blocks. The
+ * partition kernel below counts kPartitioned's. */
 template <int kMode>
 __global__ void __launch_bounds__(kThreads)
     count_tiles_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
 {
     constexpr int kHalfLoads = kHalfTilePairs / 4 / kThreads;
     static_assert(kHalfLoads * 4 * kThreads == kHalfTilePairs, "whole half tiles");
-    constexpr bool kBelowFirst = kMode == kExact || kMode == kAside;
     extern __shared__ uint32_t counters[];
     Counter<kMode> counter(p, counters);
     counter.begin_block();
@@ -260,33 +259,26 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int u = 0; u < kHalfLoads; u++)
                 v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
-            /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
-            auto count_quad = [&](int u, const float4 &x, bool left) {
+            const uint32_t done = whole ? counter.count_whole(v) : 0u;
+            /* the quads left, a loop not unrolled: this kernel is bound by
+             * fetching its instructions, and eight copies of the modes' paths
+             * made kAside's count 2x slower and binned's 1.3x (dev/NOTES.md,
+             * thirteenth and fourteenth passes) */
+#pragma unroll 1
+            for (int u = 0; u < kHalfLoads; u++) {
+                const bool left = !(done >> u & 1);
+                /* set_aside takes the whole warp */
+                if (kMode == kAside ? !__any_sync(0xffffffffu, left) : !left)
+                    continue;
+                /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
                 const int f = int(threadIdx.x) + u * kThreads;
+                const float4 x = pick(v, u);
                 const float s[4] = {x.x, x.y, x.z, x.w};
                 int64_t row[4], col[4];
                 bool use[4];
                 quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, left, row,
                            col, use);
                 counter.pairs(row, col, s, use);
-            };
-            if constexpr (kBelowFirst) {
-                const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
-                /* the quads left, a loop not unrolled: this kernel is bound by
-                 * fetching its instructions, and eight copies of the modes'
-                 * paths made kAside's count 2x slower (dev/NOTES.md, thirteenth pass) */
-#pragma unroll 1
-                for (int u = 0; u < kHalfLoads; u++) {
-                    const bool left = !(below >> u & 1);
-                    /* set_aside takes the whole warp */
-                    if (kMode == kAside ? !__any_sync(0xffffffffu, left) : !left)
-                        continue;
-                    count_quad(u, pick(v, u), left);
-                }
-            } else {
-#pragma unroll
-                for (int u = 0; u < kHalfLoads; u++)
-                    count_quad(u, v[u], true);
             }
         }
     });
@@ -1456,7 +1448,7 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.lo32 = ev->lo32;
     p.scale32 = ev->scale32;
     p.bins = ev->bins.get();
-    p.shared_bins = size_t(ev->n_bins + 2) * 4 + size_t(ev->n_bins + 1) * 4 <= counters;
+    p.shared_bins = shared_bins_bytes(ev->n_bins) <= counters;
     p.keys = keys;
     p.totals = ev->totals.get();
     p.block_top_key = ev->block_top_key.get();
