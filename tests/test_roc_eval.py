@@ -781,13 +781,16 @@ def aside_workload(rng, features, n_ids=3000, per_id=4):
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     """More genuine levels than the shared counters hold, not partitioned:
-    after a first wave of tiles counted directly, the feature pass sets the
-    keys at or above the lowest level aside and a kernel counts them after
-    each chunk of tiles (roc_count.cuh's set_aside). Each
-    call runs with the default buffer, then with one of 100,000 keys, ~100 a
-    warp, which fill (the keys past them counted in the pass), with 16 KiB
-    operand blocks (several launches, the buffer emptied between them), and
-    with chunks of 3 tiles (many chunks; one set's skipped tiles among them)."""
+    after a first wave of tiles counted directly, the feature pass counts
+    each tile as it is made and sets the keys at or above the lowest level
+    aside (roc_count.cuh's set_aside), each warp's keys kept from chunk to
+    chunk of tiles until a kernel counts them (more than half its share, or
+    the pass's last chunk). Each call runs with the default buffer, then with
+    one of 100,000 keys, ~100 a warp, which fill (the keys past them counted
+    in the pass), with 16 KiB operand blocks (several passes, the buffer
+    emptied between them), and with chunks of 3 and of 5 tiles (many chunks;
+    one set's skipped tiles among them; a last chunk of fewer blocks than
+    the others, whose warps' keys wait for it)."""
     labels_q, labels_g, feat_q, feat_g, similarity = aside_workload(rng, features)
     if source == "features":
         kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g)
@@ -801,7 +804,7 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
     for env in ({}, {"EXT_ROC_ASIDE_KEYS": "100000"}, {"EXT_ROC_OPERAND_KIB": "16"},
-                {"EXT_ROC_CHUNK_TILES": "3"}):
+                {"EXT_ROC_CHUNK_TILES": "3"}, {"EXT_ROC_CHUNK_TILES": "5"}):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         gpu = roc.evaluate(similarity=similarity, **moved)
@@ -848,6 +851,41 @@ def test_gpu_whole_tiles_below_the_lowest_level(rng, monkeypatch, features):
         if chunk_tiles:
             monkeypatch.setenv("EXT_ROC_CHUNK_TILES", chunk_tiles)
         assert_reports_equal(roc.evaluate(**moved), cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bins,bin_range", [(40, (-20.0, 20.0)), (37, (-9.0, 13.0))])
+def test_gpu_binned_whole_tiles(rng, bins, bin_range):
+    """Binned from features in whole tiles: a float4 of scores is counted at
+    once only where each score lies in the bin its position suggests;
+    integer scores on the edges, scores outside the range, the top edge (in
+    the last bin) and NaN (a query row and a gallery column) take the
+    pair-by-pair path. Counts equal numpy.histogram's and the CPU's."""
+    feat_q = rng.integers(-3, 4, (300, 4)).astype(np.float32)
+    feat_g = rng.integers(-3, 4, (520, 4)).astype(np.float32)
+    # both ends of each range among the scores, and scores past them
+    feat_q[:20] = [5, 0, 0, 0]
+    feat_q[20] = [1, 0, 0, 0]
+    feat_g[:5] = [[4, 0, 0, 0], [-4, 0, 0, 0], [-9, 0, 0, 0], [13, 0, 0, 0], [0, 0, 0, 0]]
+    feat_q[7] = np.nan
+    feat_g[300, 2] = np.nan
+    labels_q = rng.integers(0, 30, 300)
+    labels_g = rng.integers(0, 30, 520)
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g,
+                  similarity="dot", mode="binned", bins=bins, range=bin_range)
+    cpu, gpu = gpu_cpu_pair(roc.evaluate, **kwargs)
+    score = feat_q.astype(np.float64) @ feat_g.T.astype(np.float64)  # exact in float32
+    genuine = labels_q[:, None] == labels_g[None, :]
+    valid = ~np.isnan(score)
+    assert np.isin(bin_range, score).all()  # scores on both ends of the range
+    for name, selected in (("genuine", genuine & valid), ("impostor", ~genuine & valid)):
+        expected, _ = np.histogram(score[selected].astype(np.float32), bins=bins,
+                                   range=bin_range)
+        np.testing.assert_array_equal(gpu.counts[name], expected)
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    assert gpu.n_nan == cpu.n_nan == 520 + 300 - 1
+    assert_reports_equal(gpu, cpu)
 
 
 @pytest.mark.gpu

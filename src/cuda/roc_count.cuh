@@ -12,8 +12,9 @@
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
  * few. Where some pairs lie among them (roc_eval_kernel.cu's choose_count),
- * the feature pass does not look those up at all (kAside): it sets their
- * keys aside in a buffer, and a kernel after the launch counts them.
+ * the feature pass does not look those up at all (kAside): it counts each
+ * tile as the product makes it, sets those pairs' keys aside in a buffer, and
+ * a kernel counts them once a warp's share of it is half full.
  *
  * Where there are more levels than the shared counters hold and most pairs
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
@@ -120,16 +121,19 @@ struct PassParams {
     /* partitioned exact */
     RangePartition part;
     /* kAside (exact from features with global counters): the keys at or
-     * above the lowest level set aside for count_aside_kernel. Warp w
-     * of the launch has aside_segment of them from w * aside_segment, and
-     * leaves how many it used in aside_used[w]; a key past its segment's end
-     * is counted directly. */
+     * above the lowest level set aside for count_aside_kernel. Warp w of the
+     * pass's aside_tile_kernel has aside_segment of them from w *
+     * aside_segment, and leaves how many it holds in aside_used[w], from
+     * launch to launch until count_aside_kernel counts them; a key past its
+     * segment's end is counted directly. */
     uint32_t *aside_keys;
     uint32_t *aside_used;
     uint32_t aside_segment;
-    /* feature pass: the tiles of its operands this launch walks, and the
-     * first of the launches that share the blocks' top-key slots */
+    /* feature pass: the tiles of its operands this launch walks, the first
+     * of the launches that share the blocks' top-key slots, and whether this
+     * launch is the pass's last */
     int64_t tile_begin, tile_end, tile_first;
+    int last_launch;
     /* every mode */
     unsigned long long *totals; /* pairs, NaN pairs */
     uint32_t *block_top_key;
@@ -236,6 +240,11 @@ template <int kMode> class Counter {
                 shared_[g] = 0;
                 shared_[p_.n_levels + 1 + g] = 0xffffffffu;
             }
+        } else if (kMode == kAside) {
+            /* the warp's keys set aside, those of the pass's earlier launches first */
+            if (threadIdx.x % 32 == 0)
+                shared_[threadIdx.x / 32] =
+                    p_.tile_begin > p_.tile_first ? p_.aside_used[aside_warp()] : 0u;
         } else if (kMode == kBinned && p_.shared_bins) {
             for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
                 bin_counts()[b] = 0;
@@ -380,19 +389,25 @@ template <int kMode> class Counter {
      * result says so; the others are left to the mode's own path. Four at a
      * time, each with the run and the top kept as pair() keeps them, the
      * count of the stored tiles took 3-4x the lean count of
-     * dev/cuda/roc_gemm.cu (dev/NOTES.md). */
-    template <int kN>
-    __device__ __forceinline__ uint32_t count_below(const float4 (&v)[kN])
+     * dev/cuda/roc_gemm.cu (dev/NOTES.md). In a tile not whole (kWhole
+     * false), only the float4s of `counted`, whose four pairs all count, are
+     * taken. */
+    template <int kN, bool kWhole = true>
+    __device__ __forceinline__ uint32_t count_below(const float4 (&v)[kN],
+                                                    uint32_t counted = 0)
     {
         static_assert(kN <= 32, "a bit a float4");
         float lo = INFINITY, hi = -INFINITY;
         uint32_t below = 0;
 #pragma unroll
         for (int u = 0; u < kN; u++) {
-            const bool all = v[u].x < lowest_score_ && v[u].y < lowest_score_ &&
+            const bool take = kWhole || (counted >> u & 1);
+            const bool all = take && v[u].x < lowest_score_ && v[u].y < lowest_score_ &&
                              v[u].z < lowest_score_ && v[u].w < lowest_score_;
             below |= uint32_t(all) << u;
-            lo = fminf(lo, fminf(fminf(v[u].x, v[u].y), fminf(v[u].z, v[u].w)));
+            const float least = fminf(fminf(v[u].x, v[u].y), fminf(v[u].z, v[u].w));
+            lo = fminf(lo, take ? least : INFINITY);
+            /* the top test only: a float4 not taken makes it rarer, never wrong */
             hi = fmaxf(hi, fmaxf(fmaxf(v[u].x, v[u].y), fmaxf(v[u].z, v[u].w)));
         }
         if (below == 0)
@@ -420,9 +435,9 @@ template <int kMode> class Counter {
         const int n_below = __popc(below);
         n_pairs_ += 4 * n_below;
         run_count_ += 4 * n_below;
-        /* the least of all kN float4s' scores, NaN aside: below the lowest
-         * level (one float4 lies there), so a pair of gap 0, here or in the
-         * mode's path */
+        /* the least of all kN float4s' scores taken, NaN aside: below the
+         * lowest level (one float4 lies there), so a pair of gap 0, here or in
+         * the mode's path */
         run_min_ = min(run_min_, roc_score_key(lo));
         return below;
     }
@@ -500,8 +515,11 @@ template <int kMode> class Counter {
             return;
         if (kCountsLevels && !zero_with_totals())
             flush_run();
-        if (kMode == kAside && threadIdx.x % 32 == 0)
-            p_.aside_used[aside_warp()] = min(aside_used_, p_.aside_segment);
+        if (kMode == kAside) {
+            __syncwarp();
+            if (threadIdx.x % 32 == 0)
+                p_.aside_used[aside_warp()] = min(shared_[threadIdx.x / 32], p_.aside_segment);
+        }
         reduce_totals();
         __syncthreads();
         if (kMode == kExact && p_.shared_gaps) {
@@ -543,11 +561,12 @@ template <int kMode> class Counter {
 
     /* kAside's pairs(): the keys at or above the lowest level set aside:
      * those below it join the run of gap 0 (the only run), those above go to
-     * the warp's segment of p_.aside_keys, the lanes' in order (a shuffle
-     * scan: no atomic), and count_aside_kernel counts them after the launch.
-     * Looked up here, a warp ran the lookup whenever one lane had such a
-     * pair, and each broke its lane's run of gap 0 (dev/NOTES.md). Every
-     * thread of the warp calls it. */
+     * the warp's segment of p_.aside_keys (their places reserved by an
+     * atomic on the warp's count, shared_[warp]), and count_aside_kernel
+     * counts them after the launch. Looked up here, a warp ran the lookup
+     * whenever one lane had such a pair, and each broke its lane's run of
+     * gap 0 (dev/NOTES.md). A thread alone calls it: the quads left in a
+     * tile differ from lane to lane. */
     template <int kN>
     __device__ __forceinline__ void set_aside(const uint32_t (&key)[kN], const float (&s)[kN],
                                               const bool (&use)[kN])
@@ -567,17 +586,9 @@ template <int kMode> class Counter {
             run_count_ += below;
             run_min_ = min(run_min_, below ? key[u] : 0xffffffffu);
         }
-        if (!__any_sync(0xffffffffu, n_above))
+        if (n_above == 0)
             return;
-        const int lane = threadIdx.x % 32;
-        int through = n_above; /* the lanes' keys up to and with this one's */
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const int before = __shfl_up_sync(0xffffffffu, through, d);
-            through += lane >= d ? before : 0;
-        }
-        uint32_t slot = aside_used_ + through - n_above;
-        aside_used_ += __shfl_sync(0xffffffffu, through, 31);
+        uint32_t slot = atomicAdd(&shared_[threadIdx.x / 32], uint32_t(n_above));
         uint32_t *segment = p_.aside_keys + size_t(aside_warp()) * p_.aside_segment;
 #pragma unroll
         for (int u = 0; u < kN; u++) {
@@ -778,9 +789,6 @@ template <int kMode> class Counter {
     float lowest_score_ = -INFINITY, top_score_ = -INFINITY, top_floor_ = -INFINITY;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
-    /* kAside: the keys this warp set aside (the same in all its lanes; may
-     * pass its segment's end) */
-    uint32_t aside_used_ = 0;
 };
 
 /* The partition kernel's work (roc_eval_kernel.cu): a stored tile's keys at

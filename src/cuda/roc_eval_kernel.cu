@@ -236,6 +236,75 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     });
 }
 
+/*
+ * kAside's feature pass in one kernel: each tile's scores counted as they
+ * leave the product's registers, not stored. In a whole tile,
+ * Counter::count_below takes the thread's 32 float4s (three instructions a
+ * score beside the product's 512 FMAs); the few it leaves (a score at or
+ * above the lowest level, or NaN) set their keys aside, one float4 at a time
+ * and each thread its own, for count_aside_kernel. A tile at
+ * an edge or on one set's diagonal goes through quad_pairs. Stored, the
+ * chunk (121 MB a launch) did not stay in L2, and the count's read of it
+ * took 60 us of every 700 (ncu, 1e10 pairs; dev/NOTES.md, fourteenth pass).
+ */
+__global__ void __launch_bounds__(FeatureTile::kThreads, 2)
+    aside_tile_kernel(const Operands op, const PassParams p)
+{
+    constexpr int kQuads = 8 * FeatureTile::kFragN / 4;
+    static_assert(kQuads == 32, "a bit a float4 of the thread's fragment");
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
+    __shared__ uint32_t aside_count[FeatureTile::kThreads / 32];
+    Counter<kAside> counter(p, aside_count);
+    counter.begin_block();
+    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
+        float acc[8][FeatureTile::kFragN];
+        FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
+                             op.k_pad, tiles, acc);
+        /* float4 u: row FeatureTile::row(i), columns col(j) .. + 3 */
+        float4 v[kQuads];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < FeatureTile::kFragN; j += 4)
+                v[i * (FeatureTile::kFragN / 4) + j / 4] =
+                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+        const bool whole = whole_tile(op, p, m0, n0);
+        uint32_t done;
+        if (whole) {
+            done = counter.count_whole(v);
+        } else {
+            /* a tile at an edge or on one set's diagonal: count_below takes the
+             * float4s whose pairs all count; those with none are done */
+            uint32_t all = 0, none = 0;
+#pragma unroll 1
+            for (int u = 0; u < kQuads; u++) {
+                int64_t row[4], col[4];
+                bool use[4];
+                quad_pairs(op, p, m0, n0, FeatureTile::row(u / (FeatureTile::kFragN / 4)),
+                           FeatureTile::col(u % (FeatureTile::kFragN / 4) * 4), false, true,
+                           row, col, use);
+                all |= uint32_t(use[0] && use[1] && use[2] && use[3]) << u;
+                none |= uint32_t(!(use[0] || use[1] || use[2] || use[3])) << u;
+            }
+            done = counter.count_below<kQuads, false>(v, all) | none;
+        }
+        /* each lane its own quads left: a warp loops as often as its lane with most */
+        for (uint32_t left = ~done; left; left &= left - 1) {
+            const int u = __ffs(left) - 1;
+            const int i = u / (FeatureTile::kFragN / 4), j = u % (FeatureTile::kFragN / 4) * 4;
+            const float4 x = pick(v, u);
+            const float s[4] = {x.x, x.y, x.z, x.w};
+            int64_t row[4], col[4];
+            bool use[4];
+            quad_pairs(op, p, m0, n0, FeatureTile::row(i), FeatureTile::col(j), whole, true, row,
+                       col, use);
+            counter.pairs(row, col, s, use);
+        }
+    });
+    counter.end_block();
+}
+
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
  * thread's kHalfLoads 16-byte loads of it in flight together, then, in a
  * whole tile, Counter::count_whole over them all, then the quads it left
@@ -266,9 +335,7 @@ __global__ void __launch_bounds__(kThreads)
              * thirteenth and fourteenth passes) */
 #pragma unroll 1
             for (int u = 0; u < kHalfLoads; u++) {
-                const bool left = !(done >> u & 1);
-                /* set_aside takes the whole warp */
-                if (kMode == kAside ? !__any_sync(0xffffffffu, left) : !left)
+                if (done >> u & 1)
                     continue;
                 /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
                 const int f = int(threadIdx.x) + u * kThreads;
@@ -276,7 +343,7 @@ __global__ void __launch_bounds__(kThreads)
                 const float s[4] = {x.x, x.y, x.z, x.w};
                 int64_t row[4], col[4];
                 bool use[4];
-                quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, left, row,
+                quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, true, row,
                            col, use);
                 counter.pairs(row, col, s, use);
             }
@@ -537,46 +604,68 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
     }
 }
 
+/* count_aside_kernel counts the keys of the lowest gaps in shared memory: the
+ * keys above the lowest level crowd them (the impostors' tail). */
+constexpr int kAsideGaps = 1024;
+
 /* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
- * global counters: a warp a segment (n_warps of them), 32 keys at a time,
- * with one atomic for the lanes whose keys share a gap. The keys above the
- * lowest level crowd its first gaps (the impostors' tail), so one atomic a
- * key on those few counters took 5.3 ms a launch at 1e10 (H100). */
-__global__ void count_aside_kernel(const PassParams p, int n_warps)
+ * global counters: a block a warp's segment, once the segment is more than
+ * half full or at the pass's last launch (the segments keep their keys from
+ * launch to launch until then), its lowest gaps counted in shared memory
+ * first. A warp a segment after every launch, 32 keys at a time, took 23 us
+ * a launch at 1e10 (H100), each warp's chain of reads 57 keys long. */
+__global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
 {
+    __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
+    const uint32_t n = p.aside_used[blockIdx.x];
+    if (n == 0 || (!p.last_launch && n <= p.aside_segment / 2))
+        return; /* the whole block */
+    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
+        gap_count[g] = 0;
+        gap_low[g] = 0xffffffffu;
+    }
+    __syncthreads();
     const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
+    const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
     const int lane = threadIdx.x % 32;
-    const int warps = gridDim.x * (blockDim.x / 32);
-    for (int w = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < n_warps; w += warps) {
-        const uint32_t n = p.aside_used[w];
-        const uint32_t *keys = p.aside_keys + size_t(w) * p.aside_segment;
-        for (uint32_t t = lane; t < (n + 31) / 32 * 32; t += 32) {
-            const bool live = t < n;
-            const uint32_t key = live ? __ldg(keys + t) : 0u;
-            int at = 0;
-            int64_t g = -1;
-            if (live)
-                g = key > highest ? p.n_levels
-                                  : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
-                                                   key, &at);
-            const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
+    /* every lane takes every round, so that the warp's match is whole */
+    for (uint32_t t = threadIdx.x; t < (n + blockDim.x - 1) / blockDim.x * blockDim.x;
+         t += blockDim.x) {
+        const bool live = t < n;
+        const uint32_t key = live ? keys[t] : 0u;
+        int at = 0;
+        int64_t g = -1;
+        if (live)
+            g = key > highest ? p.n_levels
+                              : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
+        const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
 #if __CUDA_ARCH__ >= 800
-            const uint32_t lowest = __reduce_min_sync(peers, key);
+        const uint32_t lowest = __reduce_min_sync(peers, key);
 #else /* no warp reduction before sm_80: each lane's key its own atomicMin */
-            if (live && !at)
-                atomicMin(&p.gap_min[g], key);
-            const uint32_t lowest = key;
+        if (live && !at)
+            atomicMin(g < kAsideGaps ? &gap_low[g] : &p.gap_min[g], key);
+        const uint32_t lowest = key;
 #endif
-            if (!live || lane != __ffs(peers) - 1)
-                continue;
-            if (at) {
-                atomicAdd(&p.at[g], (unsigned long long)__popc(peers));
-            } else {
-                atomicAdd(&p.gap[g], (unsigned long long)__popc(peers));
-                atomicMin(&p.gap_min[g], lowest);
-            }
+        if (!live || lane != __ffs(peers) - 1)
+            continue;
+        if (at) {
+            atomicAdd(&p.at[g], (unsigned long long)__popc(peers));
+        } else if (g < kAsideGaps) {
+            atomicAdd(&gap_count[g], uint32_t(__popc(peers)));
+            atomicMin(&gap_low[g], lowest);
+        } else {
+            atomicAdd(&p.gap[g], (unsigned long long)__popc(peers));
+            atomicMin(&p.gap_min[g], lowest);
         }
     }
+    __syncthreads();
+    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
+        if (gap_count[g]) {
+            atomicAdd(&p.gap[g], (unsigned long long)gap_count[g]);
+            atomicMin(&p.gap_min[g], gap_low[g]);
+        }
+    if (threadIdx.x == 0)
+        p.aside_used[blockIdx.x] = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -1489,26 +1578,42 @@ cudaError_t chunk_room(Buffer<float> &chunk, int64_t tiles)
                                                      : cudaSuccess;
 }
 
+/* The blocks of a feature pass's tile kernels for tiles [begin, end): two a
+ * multiprocessor (their registers), persistent. */
+int64_t tile_blocks(int64_t begin, int64_t end)
+{
+    return std::min<int64_t>(2 * ext_sm_count(), end - begin);
+}
+
 /* Tiles [q.tile_begin, q.tile_end) of a feature pass stored into `chunk`
  * (tile_kernel), then counted (count_tiles_kernel<kMode>, `blocks` blocks
  * with `shared` bytes of counters; kPartitioned: partition_kernel, its
- * blocks set_ranges'). */
+ * blocks set_ranges'); kAside's counted as they are made (aside_tile_kernel),
+ * then the segments of keys set aside that are due (count_aside_kernel, a
+ * block for each warp of the pass's `blocks`). */
 template <int kMode>
 cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassParams &q,
                             float *chunk, int blocks, size_t shared)
 {
     const int tile_shared = int(sizeof(FeatureTile::Shared));
-    EXT_CUDA_TRY(cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      tile_shared));
-    const int64_t tile_blocks = std::min<int64_t>(2 * ext_sm_count(), q.tile_end - q.tile_begin);
-    tile_kernel<<<unsigned(tile_blocks), FeatureTile::kThreads, tile_shared, stream>>>(op, q,
-                                                                                     chunk);
-    EXT_CUDA_TRY(cudaGetLastError());
-    if constexpr (kMode == kPartitioned)
-        partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q,
-                                                                                        chunk);
-    else
-        count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+    const unsigned n_tile_blocks = unsigned(tile_blocks(q.tile_begin, q.tile_end));
+    if constexpr (kMode == kAside) {
+        EXT_CUDA_TRY(cudaFuncSetAttribute(
+            aside_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
+        aside_tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q);
+        EXT_CUDA_TRY(cudaGetLastError());
+        count_aside_kernel<<<blocks * (FeatureTile::kThreads / 32), kThreads, 0, stream>>>(q);
+    } else {
+        EXT_CUDA_TRY(cudaFuncSetAttribute(
+            tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
+        tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q, chunk);
+        EXT_CUDA_TRY(cudaGetLastError());
+        if constexpr (kMode == kPartitioned)
+            partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(
+                op, q, chunk);
+        else
+            count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+    }
     return cudaGetLastError();
 }
 
@@ -1527,7 +1632,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     const size_t shared = counter_bytes(kMode, p);
     const int threads = kThreads;
     int blocks = ev->part.n_blocks; /* kPartitioned: the partition kernel's (set_ranges) */
-    if constexpr (kMode != kPartitioned) {
+    if constexpr (kMode != kPartitioned && kMode != kAside) {
         const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
         if constexpr (kMode != kAside) {
             if (!features)
@@ -1555,20 +1660,20 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         /* chunks of tiles, each stored then counted; partitioned, each
          * drained after it */
         const int64_t step = std::min(chunk_tiles(), tiles - tile_from);
-        EXT_CUDA_TRY(chunk_room(ev->chunk, step));
+        if constexpr (kMode == kAside) /* the first launch's, the most */
+            blocks = int(tile_blocks(tile_from, tile_from + step));
+        else
+            EXT_CUDA_TRY(chunk_room(ev->chunk, step));
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
             q.tile_first = tile_from;
-            const int warps = blocks * (threads / 32);
-            q.aside_segment = uint32_t(ev->aside_keys.size() / warps);
+            /* kAside: a segment for each warp of the first launch, the most */
+            q.aside_segment = uint32_t(ev->aside_keys.size() /
+                                       (size_t(blocks) * (FeatureTile::kThreads / 32)));
+            q.last_launch = q.tile_end == tiles;
             EXT_CUDA_TRY(store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared));
-            if (kMode == kAside) {
-                count_aside_kernel<<<(warps + kThreads / 32 - 1) / (kThreads / 32), kThreads, 0,
-                                     stream>>>(q, warps);
-                EXT_CUDA_TRY(cudaGetLastError());
-            }
             if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
