@@ -1113,13 +1113,20 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
     return errno == 0 && *end == '\0' && value >= least ? int64_t(value) : fallback;
 }
 
-/* Tiles the feature pass stores before counting them: 7 waves of tile_kernel
- * (2 blocks a multiprocessor), 121 MB on an H100; chunks of 2 to 8 waves ran
- * within 4% of each other at 1e10 pairs (dev/NOTES.md, twelfth pass).
- * EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
-int64_t chunk_tiles()
+/* Tiles a launch of a `mode` feature pass over `tiles` tiles makes (and, but
+ * for kAside, stores before counting them): whole waves of tile_kernel (2
+ * blocks a multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass
+ * has more than 4 such chunks to make, but for the partitioned count, whose
+ * buffers keep the IFRT size within 1 GiB beyond its inputs, and for
+ * pair_scores. At 1e10 pairs, 3.5 waves a launch took 14% longer than 7, and
+ * 14 waves 1.3% less; at the blog size, 14 took 2-5% more than 7: a buffer
+ * past what the memory pool keeps between calls (dev/NOTES.md, fourteenth
+ * pass). EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
+int64_t chunk_tiles(int mode, int64_t tiles)
 {
-    return env_tuning("EXT_ROC_CHUNK_TILES", 1, int64_t(14) * ext_sm_count());
+    const int64_t wave = 2 * ext_sm_count();
+    const bool large = mode != kPartitioned && mode != kStore && tiles > 4 * 14 * wave;
+    return env_tuning("EXT_ROC_CHUNK_TILES", 1, (large ? 14 : 7) * wave);
 }
 
 size_t gallery_chunk_bytes()
@@ -1659,7 +1666,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted; partitioned, each
          * drained after it */
-        const int64_t step = std::min(chunk_tiles(), tiles - tile_from);
+        const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
         if constexpr (kMode == kAside) /* the first launch's, the most */
             blocks = int(tile_blocks(tile_from, tile_from + step));
         else
@@ -2294,7 +2301,7 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             p.scores = score;
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(op, p, &tiles_m, &tiles_n);
-            const int64_t step = std::min(chunk_tiles(), tiles);
+            const int64_t step = std::min(chunk_tiles(kStore, tiles), tiles);
             EXT_CUDA_TRY(chunk_room(chunk, step));
             for (int64_t t = 0; t < tiles; t += step) {
                 p.tile_begin = t;
