@@ -1638,14 +1638,13 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p);
     const int threads = kThreads;
-    int blocks = ev->part.n_blocks; /* kPartitioned: the partition kernel's (set_ranges) */
+    /* kPartitioned: the partition kernel's (set_ranges); kAside: its tile kernel's, below */
+    int blocks = ev->part.n_blocks;
     if constexpr (kMode != kPartitioned && kMode != kAside) {
         const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
-        if constexpr (kMode != kAside) {
-            if (!features)
-                func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
-                              : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
-        }
+        if (!features)
+            func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
+                          : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
         /* set even below 48 KB: the kernels' static shared memory counts too */
         EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(shared)));
@@ -1676,9 +1675,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
             q.tile_first = tile_from;
-            /* kAside: a segment for each warp of the first launch, the most */
-            q.aside_segment = uint32_t(ev->aside_keys.size() /
-                                       (size_t(blocks) * (FeatureTile::kThreads / 32)));
+            if (kMode == kAside) /* a segment for each warp of the first launch */
+                q.aside_segment = uint32_t(ev->aside_keys.size() /
+                                           (size_t(blocks) * (FeatureTile::kThreads / 32)));
             q.last_launch = q.tile_end == tiles;
             EXT_CUDA_TRY(store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared));
             if (kMode == kPartitioned)
