@@ -407,7 +407,8 @@ template <int kMode> class Counter {
             below |= uint32_t(all) << u;
             const float least = fminf(fminf(v[u].x, v[u].y), fminf(v[u].z, v[u].w));
             lo = fminf(lo, take ? least : INFINITY);
-            /* the top test only: a float4 not taken makes it rarer, never wrong */
+            /* for the top test only: a float4 not taken can make the test's
+             * rare path run more often, never skip a top */
             hi = fmaxf(hi, fmaxf(fmaxf(v[u].x, v[u].y), fmaxf(v[u].z, v[u].w)));
         }
         if (below == 0)
