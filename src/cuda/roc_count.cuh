@@ -564,7 +564,8 @@ template <int kMode> class Counter {
      * those below it join the run of gap 0 (the only run), those above go to
      * the warp's segment of p_.aside_keys (their places reserved by an
      * atomic on the warp's count, shared_[warp]), and count_aside_kernel
-     * counts them after the launch. Looked up here, a warp ran the lookup
+     * counts them once the segment is half full, or after the pass's last
+     * launch. Looked up here, a warp ran the lookup
      * whenever one lane had such a pair, and each broke its lane's run of
      * gap 0 (dev/NOTES.md). A thread alone calls it: the quads left in a
      * tile differ from lane to lane. */
