@@ -1121,12 +1121,26 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
  * pair_scores. At 1e10 pairs, 3.5 waves a launch took 14% longer than 7, and
  * 14 waves 1.3% less; at the blog size, 14 took 2-5% more than 7: a buffer
  * past what the memory pool keeps between calls (dev/NOTES.md, fourteenth
- * pass). EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
-int64_t chunk_tiles(int mode, int64_t tiles)
+ * pass). kAside's, given its keys' buffer and share, below.
+ * EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
+int64_t chunk_tiles(int mode, int64_t tiles, size_t aside_keys = 0, double aside_share = 0)
 {
     const int64_t wave = 2 * ext_sm_count();
     const bool large = mode != kPartitioned && mode != kStore && tiles > 4 * 14 * wave;
-    return env_tuning("EXT_ROC_CHUNK_TILES", 1, (large ? 14 : 7) * wave);
+    int64_t waves = large ? 14 : 7;
+    if (mode == kAside && large && aside_share > 0) {
+        /* kAside stores nothing, so its launches may be longer: up to 56
+         * waves, as long as the keys a launch sets aside (the probe's share
+         * of its pairs, ~0.2% at 1e10) fill at most half of each warp's
+         * segment; past it they would be counted one by one in the pass.
+         * 1e10: 14 waves 238.7-239.0 ms, 56 waves 235.3-237.0 (H100,
+         * dev/NOTES.md, fifteenth pass). */
+        const double warps = double(wave) * (FeatureTile::kThreads / 32);
+        const double keys_a_wave = double(wave) * kTilePairs * aside_share / warps;
+        waves = std::max(waves, std::min(int64_t(56), int64_t(double(aside_keys) / warps / 2 /
+                                                              keys_a_wave)));
+    }
+    return env_tuning("EXT_ROC_CHUNK_TILES", 1, waves * wave);
 }
 
 size_t gallery_chunk_bytes()
@@ -1275,8 +1289,10 @@ struct roc_eval_cuda {
     Buffer<uint16_t> range_index;
     int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
-     * (roc_count.cuh), while not partitioned, and each warp's count of them */
+     * (roc_count.cuh), while not partitioned, and each warp's count of them;
+     * the share of the probe's pairs at or above the lowest level */
     Buffer<uint32_t> aside_keys, aside_used;
+    double aside_share = 0;
     /* binned */
     Buffer<float> edges;
     Buffer<unsigned long long> bins;
@@ -1665,7 +1681,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted; partitioned, each
          * drained after it */
-        const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
+        const int64_t step = std::min(
+            chunk_tiles(kMode, tiles, ev->aside_keys.size(), ev->aside_share), tiles - tile_from);
         if constexpr (kMode == kAside) /* the first launch's, the most */
             blocks = int(tile_blocks(tile_from, tile_from + step));
         else
@@ -2092,6 +2109,7 @@ cudaError_t choose_count(roc_eval_cuda *ev)
         return set_ranges(ev, keys.data());
     }
     if (above > 0 && above * 1024 >= scored) {
+        ev->aside_share = double(above) / double(scored);
         EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
         EXT_CUDA_TRY(
             ev->aside_used.allocate(size_t(ev->pass_blocks) * (kThreads / 32)));
