@@ -2,6 +2,7 @@
 references), their errors, and the GPU against the CPU."""
 
 import functools
+import gc
 import json
 import time
 
@@ -379,6 +380,29 @@ def test_progress_is_reported(rng):
     roc.evaluate(labels_q, None, feat_q=np.eye(50, dtype=np.float32), same_set=True, chunk=200,
                  progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (50 * 49 // 2, 50 * 49 // 2)
+
+
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_report_arrays_outlive_the_report(rng, mode):
+    """The report's arrays view the C summary's memory without a copy: taken
+    from a report that is then dropped (and the memory churned), they still
+    hold its values, and roc_curve's arrays too."""
+    labels_q, labels_g, score = sample(rng, 60, 80)
+    expected = roc.evaluate(labels_q, labels_g, score=score, mode=mode)
+    report = roc.evaluate(labels_q, labels_g, score=score, mode=mode)
+    fpr, counts = report.fpr, report.counts
+    curve = roc.roc_curve(labels_q, labels_g, score=score)
+    sk = sk_roc_curve((labels_q[:, None] == labels_g[None, :]).ravel(), score.ravel())
+    del report
+    gc.collect()
+    churn = [roc.evaluate(labels_q, labels_g, score=score[::-1].copy(), mode=mode)
+             for _ in range(3)]
+    np.testing.assert_array_equal(fpr, expected.fpr)
+    for key in counts:
+        np.testing.assert_array_equal(counts[key], expected.counts[key], err_msg=key)
+    np.testing.assert_array_equal(curve[0], sk[0])
+    np.testing.assert_array_equal(curve[1], sk[1])
+    assert churn
 
 
 def assert_reports_equal(a, b):
