@@ -60,7 +60,13 @@ constexpr int kMaxRanges = 1023;
  * range's: the sorting steps then go without a branch a key */
 constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
-constexpr int kRangeBuckets = 2048;
+/* buckets even in the key between the lowest and the highest level: the keys
+ * crowd ~1/25 of them (scores of tiny magnitude lie between), and a key whose
+ * bucket a range starts in bisects. 2,048 left 4-5 ranges a crowded bucket
+ * at 489 ranges; 8,192 (16 KB, still two blocks a multiprocessor) took the
+ * partition kernel 844 -> 779 ms at 3.5M levels (H100, dev/NOTES.md,
+ * fifteenth pass). */
+constexpr int kRangeBuckets = 8192;
 constexpr int kHalfTilePairs = 64 * 128;
 /* the partition sorts a stored tile's keys at once: each range's keys of
  * them are one part of its segment, and bigger parts keep the drain's lanes
