@@ -508,18 +508,21 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
                     z[u] = index[bucket + 1];
                 }
             }
+            /* the steps without a branch a key: selects, not an if around
+             * each key's step (ncu: its divergence barriers and branches took
+             * most of the loop's instructions). A finished key reads
+             * level[a - 1 or a], harmlessly, and keeps its a and z. */
             for (bool more = true; more;) {
                 more = false;
 #pragma unroll
-                for (int u = 0; u < kKeys; u++)
-                    if (a[u] < z[u]) {
-                        const int mid = (a[u] + z[u]) / 2;
-                        if (level[mid] < key[u])
-                            a[u] = mid + 1;
-                        else
-                            z[u] = mid;
-                        more = more || a[u] < z[u];
-                    }
+                for (int u = 0; u < kKeys; u++) {
+                    const bool open = a[u] < z[u];
+                    const int mid = (a[u] + z[u]) / 2;
+                    const bool below = level[min(mid, n_range - 1)] < key[u];
+                    a[u] = open && below ? mid + 1 : a[u];
+                    z[u] = open && !below ? mid : z[u];
+                    more = more || a[u] < z[u];
+                }
             }
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
