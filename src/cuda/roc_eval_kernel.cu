@@ -510,8 +510,9 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
             }
             /* the steps without a branch a key: selects, not an if around
              * each key's step (ncu: its divergence barriers and branches took
-             * most of the loop's instructions). A finished key reads
-             * level[a - 1 or a], harmlessly, and keeps its a and z. */
+             * most of the loop's instructions). A finished key (a == z)
+             * reads level[min(a, n_range - 1)], harmlessly, and keeps its a
+             * and z. */
             for (bool more = true; more;) {
                 more = false;
 #pragma unroll
