@@ -728,14 +728,18 @@ def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     """Tens of thousands of genuine levels from features: the partitioned
-    exact count (roc_count.cuh). Each call runs twice: with the default keys'
-    buffer, then with one of 16,384 keys, so launches are a tile a block and
-    segments fill (the keys past them are counted directly). Integer features
-    scored by dot products put many impostors exactly on a level; normal ones
-    spread the levels among the impostors; "outliers" keeps every genuine score
-    high but a few, so the impostors above the lowest level crowd one range;
-    "binades" scales the features by 2^-20 to 2^20, so the scores of either sign
-    span some 80 octaves, from tiny magnitudes to huge ones."""
+    exact count (roc_count.cuh). Each call runs four times: with the default
+    keys' buffer; with one of 16,384 keys, so launches are a tile a block and
+    segments fill (the keys past them are counted directly); and with range
+    indexes of 12 and 64 buckets, so that each holds thousands of levels and
+    ranges start where a bucket starts (its keys below the range's lowest
+    level counted there), inside one (its keys bisect), or both. Integer
+    features scored by dot products put many impostors exactly on a level;
+    normal ones spread the levels among the impostors; "outliers" keeps every
+    genuine score high but a few, so the impostors above the lowest level
+    crowd one range; "binades" scales the features by 2^-20 to 2^20, so the
+    scores of either sign span some 80 octaves, from tiny magnitudes to huge
+    ones."""
     n_ids, per_id = (5000, 4) if source == "features" else (3000, 4)
     labels_g = np.repeat(np.arange(n_ids), per_id)
     labels_q = rng.permutation(n_ids)
@@ -767,9 +771,10 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # else only after a first operand block
-    for buffer_kib in (None, "64"):
-        if buffer_kib:
-            monkeypatch.setenv("EXT_ROC_PARTITION_KIB", buffer_kib)
+    for knob, value in ((None, None), ("EXT_ROC_PARTITION_KIB", "64"),
+                        ("EXT_ROC_RANGE_BUCKETS", "12"), ("EXT_ROC_RANGE_BUCKETS", "64")):
+        if knob:
+            monkeypatch.setenv(knob, value)
         gpu = roc.evaluate(**moved)
         for name, value in cpu.counts.items():
             np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))

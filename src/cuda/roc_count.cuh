@@ -48,8 +48,8 @@ enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside
 
 constexpr int kThreads = 256; /* the counting passes' block */
 
-/* Partitioned exact counting: a range holds kRangeLevels consecutive levels
- * (the last fewer), whose counters fill a drain block's shared memory; the
+/* Partitioned exact counting: a range holds at most kRangeLevels
+ * consecutive levels, whose counters fill a drain block's shared memory; the
  * partition kernel keeps the ranges' lowest levels and an index of
  * kRangeBuckets buckets from a key to its range in shared memory, and sorts
  * the kSortKeys keys of a stored tile at once with a block of
@@ -60,12 +60,14 @@ constexpr int kMaxRanges = 1023;
  * range's: the sorting steps then go without a branch a key */
 constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
-/* buckets even in the key between the lowest and the highest level: the keys
- * crowd ~1/25 of them (scores of tiny magnitude lie between), and a key whose
- * bucket a range starts in bisects. 2,048 left 4-5 ranges a crowded bucket
- * at 489 ranges; 8,192 (16 KB, still two blocks a multiprocessor) took the
- * partition kernel 844 -> 779 ms at 3.5M levels (H100, dev/NOTES.md,
- * fifteenth pass). */
+/* buckets even in the key, or in the score, between the lowest and the
+ * highest level. A range ends where a bucket ends wherever it can, so that a
+ * key's bucket names its range: where a range starts inside a bucket, the
+ * bucket's keys bisect, and most warps had a lane that did (ncu, sixteenth
+ * pass). Even in the key, the keys crowd ~1/25 of the buckets (scores of tiny
+ * magnitude lie between), some 20,000 levels a bucket at 3.5M levels; even in
+ * the score, ~4,000. 8,192 buckets (16 KB) keep two partition blocks a
+ * multiprocessor (dev/NOTES.md, fifteenth pass). */
 constexpr int kRangeBuckets = 8192;
 constexpr int kHalfTilePairs = 64 * 128;
 /* the partition sorts a stored tile's keys at once: each range's keys of
@@ -77,13 +79,26 @@ constexpr int kPartitionThreads = 512;
 constexpr int kCounterMaxWarps = kPartitionThreads / 32;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
+/* A key's place on the index's axis: the key itself, or (scale > 0) its
+ * score times scale, a power of two, in whole numbers (a conversion that
+ * saturates). Either rises with the key, so buckets of it are intervals of
+ * keys; the host's range_axis (roc_eval_kernel.cu) gives the same numbers. */
+__device__ __forceinline__ uint32_t range_axis(uint32_t key, float scale)
+{
+    return scale > 0.0f ? uint32_t(__float2int_rz(__fmul_rn(roc_key_score(key), scale))) : key;
+}
+
 /* The ranges, and the device buffer their keys wait in until the drain. */
 struct RangePartition {
     int n_ranges;
-    int64_t range_levels; /* kRangeLevels: range r holds levels r * range_levels .. */
-    /* bucket b of the index holds keys base + (b << shift) ..; index[b] is the
-     * range of its first key, with kAmbiguous where another range starts
-     * inside it; index[n_buckets] is the last range */
+    /* range r holds levels first[r] .. first[r + 1] - 1 (n_ranges + 1 entries) */
+    const uint32_t *first;
+    /* bucket b of the index holds keys whose range_axis(key, scale) is base +
+     * (b << shift) ..; index[b] is the range of its first key, with
+     * kAmbiguous where another range starts inside it; index[n_buckets] is
+     * the last range. A range that starts where a bucket starts holds its
+     * keys below the range's lowest level too. */
+    float scale;
     uint32_t base;
     int shift;
     const uint32_t *starts; /* each range's lowest level */
@@ -156,6 +171,12 @@ template <int kN> __device__ __forceinline__ float4 pick(const float4 (&v)[kN], 
         if (u == k)
             x = v[k];
     return x;
+}
+
+/* Score c of x, for a c not known at compile time too, by selects. */
+__device__ __forceinline__ float component(const float4 &x, int c)
+{
+    return c == 0 ? x.x : c == 1 ? x.y : c == 2 ? x.z : x.w;
 }
 
 /* Whether pair (query row i, gallery column j) counts: one set counts j > i
@@ -232,8 +253,10 @@ template <int kMode> class Counter {
             highest_ = __ldg(p.levels + p.n_levels - 1);
             lowest_score_ = roc_key_score(lowest_);
             /* a later launch of one feature pass: the block's top so far */
-            if (p.tile_begin > p.tile_first && p.block_top_count[blockIdx.x])
-                top_floor_ = roc_key_score(p.block_top_key[blockIdx.x]);
+            if (p.tile_begin > p.tile_first && p.block_top_count[blockIdx.x]) {
+                top_floor_key_ = p.block_top_key[blockIdx.x];
+                top_floor_ = roc_key_score(top_floor_key_);
+            }
         }
         if (kMode == kPartitioned || kMode == kAside)
             run_gap_ = 0; /* the only gap counted here: below every level */
@@ -486,34 +509,49 @@ template <int kMode> class Counter {
         return held;
     }
 
-    /* Partitioned exact: the pairs as pair() would count them, except that
-     * those at or above the lowest level are left to the partition (their
-     * partition_key). */
+    /* kPartitioned: a thread's kN float4s of a stored tile, the pairs of bit
+     * 4u + c of `use` (score c of float4 u) counted as pair() would count
+     * them, except that key[4u + c] keeps each key at or above the lowest
+     * level for the partition (else ROC_NO_KEY); true where one does. A
+     * handful of instructions a score, without a branch: each quad through
+     * quad_pairs and tally, the partition kernel spent 40 instructions a key
+     * on it (ncu, dev/NOTES.md, sixteenth pass). The top is looked at only
+     * where the highest key could be it (as count_below does), from the
+     * stored tile again (v[u] is stored at stored[u * stride]): v kept for it
+     * beside the keys, the partition kernel spilled. */
     template <int kN>
-    __device__ __forceinline__ void tally(const float (&s)[kN], const bool (&use)[kN])
+    __device__ __forceinline__ bool keys_to_partition(const float4 (&v)[kN],
+                                                      const float4 *stored, int stride,
+                                                      uint32_t use, uint32_t (&key)[4 * kN])
     {
+        static_assert(4 * kN <= 32, "a bit a pair");
+        uint32_t live = 0, n_nan = 0, n_below = 0, least = 0xffffffffu, top = 0;
 #pragma unroll
-        for (int u = 0; u < kN; u++) {
-            const bool nan = isnan(s[u]);
-            n_pairs_ += use[u];
-            n_nan_ += use[u] && nan;
-            const uint32_t key = roc_score_key(s[u]);
-            if (use[u] && !nan) {
-                see_top(key);
-                if (key < lowest_) {
-                    run_count_++;
-                    run_min_ = min(run_min_, key);
-                }
+        for (int i = 0; i < 4 * kN; i++) {
+            const float s = component(v[i / 4], i % 4);
+            const bool used = use >> i & 1, nan = isnan(s);
+            const uint32_t k = roc_score_key(s);
+            const bool counts = used && !nan, below = k < lowest_;
+            n_nan += used && nan;
+            n_below += counts && below;
+            least = min(least, counts && below ? k : 0xffffffffu);
+            top = max(top, counts ? k : 0u);
+            key[i] = counts && !below ? k : ROC_NO_KEY;
+            live |= uint32_t(counts) << i;
+        }
+        n_pairs_ += __popc(use);
+        n_nan_ += n_nan;
+        run_count_ += n_below; /* run_gap_ is 0, the only gap counted here */
+        run_min_ = min(run_min_, least);
+        if (live && top >= max(top_key_, top_floor_key_)) { /* rare after the first tiles */
+#pragma unroll 1
+            for (int i = 0; i < 4 * kN; i++) {
+                const uint32_t k = roc_score_key(component(stored[i / 4 * stride], i % 4));
+                if ((live >> i & 1) && k >= top_floor_key_)
+                    see_top(k);
             }
         }
-    }
-
-    /* What the partition sorts for a pair: its key where it lies at or above
-     * the lowest level, else ROC_NO_KEY (tally counted it). */
-    __device__ __forceinline__ uint32_t partition_key(float s, bool use) const
-    {
-        const uint32_t key = roc_score_key(s);
-        return use && !isnan(s) && key >= lowest_ ? key : ROC_NO_KEY;
+        return __popc(live) > n_below;
     }
 
     __device__ void end_block()
@@ -790,7 +828,7 @@ template <int kMode> class Counter {
     uint32_t *shared_;
     /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
     unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
-    uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0;
+    uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0, top_floor_key_ = 0;
     /* count_below's bounds as scores: no pair is below -inf (no levels, or
      * no top key yet). Below top_floor_, a key cannot be the block's top
      * (the top of its slot, from the pass's earlier launches). */
@@ -982,12 +1020,14 @@ class RangeSorter {
     /* The range of a key at or above the lowest level. Its bucket's entry is
      * the range of the bucket's first key, kAmbiguous set where a range
      * starts inside the bucket: then the last range between that one and the
-     * next bucket's whose lowest level is at or below the key. */
+     * next bucket's whose lowest level is at or below the key (the next
+     * bucket's, where it starts with that bucket, has its lowest level
+     * there: above the key). */
     __device__ __forceinline__ int range_of(uint32_t key) const
     {
         if (key > highest_)
             return p_.part.n_ranges - 1;
-        const uint32_t bucket = (key - p_.part.base) >> p_.part.shift;
+        const uint32_t bucket = (range_axis(key, p_.part.scale) - p_.part.base) >> p_.part.shift;
         const int entry = range_index()[bucket];
         if (!(entry & kAmbiguous))
             return entry;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <cub/cub.cuh>
@@ -379,25 +380,29 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
         for (int u = 0; u < kLoads; u++)
             v[u] = __ldcs(tile + threadIdx.x + u * kPartitionThreads);
         const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
-        uint32_t key[RangeSorter::kKeys];
-        bool any = false;
+        /* the pairs left to count: bit 4u + c for score c of float4 u */
+        uint32_t use = 0;
+        if (whole) {
 #pragma unroll
-        for (int u = 0; u < kLoads; u++) {
-            /* float4 f of the tile: row f / 32, columns 4 (f % 32) .. + 3 */
-            const int f = int(threadIdx.x) + u * kPartitionThreads;
-            const float s[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-            int64_t row[4], col[4];
-            bool use[4];
-            const bool left = !(below >> u & 1);
-            quad_pairs(op, p, m0, n0, f / 32, (f % 32) * 4, whole, left, row, col, use);
-            if (left)
-                counter.tally(s, use);
+            for (int u = 0; u < kLoads; u++)
+                use |= (below >> u & 1 ? 0u : 0xfu) << (4 * u);
+        } else { /* a tile at an edge or on one set's diagonal: rare */
+#pragma unroll 1
+            for (int u = 0; u < kLoads; u++) {
+                /* float4 f of the tile: row f / 32, columns 4 (f % 32) .. + 3 */
+                const int f = int(threadIdx.x) + u * kPartitionThreads;
+                int64_t row[4], col[4];
+                bool counts[4];
+                quad_pairs(op, p, m0, n0, f / 32, (f % 32) * 4, false, true, row, col,
+                           counts);
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                key[4 * u + c] = counter.partition_key(s[c], use[c]);
-                any = any || key[4 * u + c] != ROC_NO_KEY;
+                for (int c = 0; c < 4; c++)
+                    use |= uint32_t(counts[c]) << (4 * u + c);
             }
         }
+        uint32_t key[RangeSorter::kKeys];
+        const bool any = counter.keys_to_partition(v, tile + threadIdx.x, kPartitionThreads,
+                                                   use, key);
         /* a tile below the lowest level, as most are where few pairs lie
          * among the levels, is counted already */
         if (__syncthreads_or(any))
@@ -411,21 +416,69 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
  * Then the drain counts the keys the partition left in each range's
  * segment. A block takes the parts of one range's segment that a slice of the
  * partition's blocks filled, and holds the range's levels, a count and a
- * lowest key for each of its gaps, and an index of kDrainBuckets buckets over
- * its levels in shared memory; a key's gap is then a bucket and a step or two
- * of bisection, and its count a shared atomic. The block adds its counters
- * into the global ones at its end.
+ * lowest key for each of its gaps (the one below its lowest level too: a
+ * range that starts where a bucket of the partition's index starts holds the
+ * bucket's keys below it), and an index of kDrainBuckets buckets over its
+ * levels in shared memory; a key's gap is then a bucket and a step or two of
+ * bisection, and its count a shared atomic. The block adds its counters into
+ * the global ones at its end.
  */
 constexpr int kDrainThreads = 512;
 constexpr int kMaxDrainParts = 1024; /* a drain block's parts: drain_ranges' slices see to it */
 constexpr int kDrainBucketBits = 12;
 constexpr int kDrainBuckets = 1 << kDrainBucketBits;
+constexpr int kDrainIndexStride = kDrainBuckets + 2; /* a range's index: n_buckets + 1 entries */
+/* level[kRangeLevels + 1] (after the range's levels, a key above any:
+ * bisection steps then read no further), count and lowest[kRangeLevels + 1],
+ * the index */
 constexpr size_t kDrainShared =
-    3 * kRangeLevels * sizeof(uint32_t) + (kDrainBuckets + 2) * sizeof(uint16_t);
+    (3 * kRangeLevels + 3) * sizeof(uint32_t) + kDrainIndexStride * sizeof(uint16_t);
+
+/* The drain's index over one range's levels lo .. hi: bucket b holds keys lo
+ * + (b << shift) ..; entry b is the first level at or above its first key,
+ * entry n_buckets the number of levels. */
+struct DrainBuckets {
+    int shift, n_buckets;
+    __device__ DrainBuckets(uint32_t lo, uint32_t hi)
+    {
+        shift = max(0, 32 - __clz(int(hi - lo)) - kDrainBucketBits);
+        n_buckets = int((hi - lo) >> shift) + 1;
+    }
+};
+
+/* Each range's drain index, once a count (set_ranges): built by every drain
+ * block of every launch, bisections of its 4,097 buckets took a tenth of the
+ * drain's instructions (ncu, sixteenth pass). A block a range. */
+__global__ void __launch_bounds__(kDrainThreads)
+    drain_index_kernel(const uint32_t *levels, const uint32_t *first, uint16_t *index)
+{
+    extern __shared__ uint32_t drain_shared[];
+    uint32_t *level = drain_shared;
+    const int r = blockIdx.x;
+    const int n_range = int(first[r + 1] - first[r]);
+    for (int i = threadIdx.x; i < n_range; i += blockDim.x)
+        level[i] = levels[first[r] + i];
+    __syncthreads();
+    const uint32_t lo = level[0];
+    const DrainBuckets k(lo, level[n_range - 1]);
+    for (int b = threadIdx.x; b <= k.n_buckets; b += blockDim.x) {
+        int a = b < k.n_buckets ? 0 : n_range, z = n_range;
+        const uint32_t start = lo + (uint32_t(b) << k.shift);
+        while (a < z) {
+            const int mid = (a + z) / 2;
+            if (level[mid] < start)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        index[size_t(r) * kDrainIndexStride + b] = uint16_t(a);
+    }
+}
 
 struct DrainParams {
     const uint32_t *levels;
-    int64_t n_levels, range_levels;
+    const uint32_t *first; /* RangePartition's */
+    const uint16_t *index; /* drain_index_kernel's */
     const uint32_t *keys, *offset, *capacity, *block_used;
     int n_ranges, n_blocks;
     unsigned long long *at, *gap;
@@ -435,9 +488,10 @@ struct DrainParams {
 __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainParams d)
 {
     extern __shared__ uint32_t drain_shared[];
-    uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels,
-             *lowest = drain_shared + 2 * kRangeLevels;
-    uint16_t *index = reinterpret_cast<uint16_t *>(drain_shared + 3 * kRangeLevels);
+    /* count[i] and lowest[i]: gap i of the range, below its level i */
+    uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels + 1,
+             *lowest = drain_shared + 2 * (kRangeLevels + 1);
+    uint16_t *index = reinterpret_cast<uint16_t *>(drain_shared + 3 * (kRangeLevels + 1));
     /* this block's slice of range r: the parts of pass blocks [b0, b1) */
     const int r = blockIdx.y;
     const int b0 = d.n_blocks * blockIdx.x / gridDim.x;
@@ -450,34 +504,21 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
     }
     if (!__syncthreads_or(any))
         return;
-    const int64_t first = int64_t(r) * d.range_levels;
-    const int n_range = int(min(d.range_levels, d.n_levels - first));
-    for (int i = threadIdx.x; i < n_range; i += blockDim.x) {
-        level[i] = d.levels[first + i];
+    const uint32_t first = d.first[r];
+    const int n_range = int(d.first[r + 1] - first);
+    const uint32_t lo = d.levels[first], hi = d.levels[first + n_range - 1];
+    const DrainBuckets k(lo, hi);
+    const uint16_t *range_index = d.index + size_t(r) * kDrainIndexStride;
+    for (int i = threadIdx.x; i <= n_range; i += blockDim.x) {
+        level[i] = i < n_range ? d.levels[first + i] : 0xffffffffu; /* no key is NaN's */
         count[i] = 0;
         lowest[i] = 0xffffffffu;
     }
+    for (int b = threadIdx.x; b <= k.n_buckets; b += blockDim.x)
+        index[b] = range_index[b];
     __syncthreads();
-    /* bucket b holds keys lo + (b << shift) ..; index[b] is the first level at
-     * or above its first key */
-    const uint32_t lo = level[0], hi = level[n_range - 1];
-    const int shift = max(0, 32 - __clz(int(hi - lo)) - kDrainBucketBits);
-    const int n_buckets = int((hi - lo) >> shift) + 1;
-    for (int b = threadIdx.x; b <= n_buckets; b += blockDim.x) {
-        int a = b < n_buckets ? 0 : n_range, z = n_range;
-        const uint32_t start = lo + (uint32_t(b) << shift);
-        while (a < z) {
-            const int mid = (a + z) / 2;
-            if (level[mid] < start)
-                a = mid + 1;
-            else
-                z = mid;
-        }
-        index[b] = uint16_t(a);
-    }
-    __syncthreads();
-    /* every key is at or above the range's lowest level: a key equal to none
-     * lies in gap i (after level i - 1), i >= 1. Warps take parts side by
+    /* a key equal to none lies in gap i (after level i - 1, before level i).
+     * Warps take parts side by
      * side (a part holds from a few hundred keys at 4M levels to thousands: a
      * block a part left most lanes idle), kKeys keys a lane at once, each step of
      * their lookups side by side (ncu: one at a time, the warps waited 17
@@ -495,15 +536,15 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
         const uint32_t end = used[b - b0];
         for (uint32_t t0 = threadIdx.x % stride; t0 < end; t0 += kKeys * stride) {
             uint32_t key[kKeys];
-            int a[kKeys], z[kKeys];
+            uint32_t a[kKeys], z[kKeys];
 #pragma unroll
             for (int u = 0; u < kKeys; u++)
                 key[u] = t0 + u * stride < end ? keys[t0 + u * stride] : lo;
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
-                a[u] = z[u] = n_range;
-                if (key[u] <= hi && t0 + u * stride < end) {
-                    const uint32_t bucket = (key[u] - lo) >> shift;
+                a[u] = z[u] = key[u] < lo ? 0u : uint32_t(n_range);
+                if (key[u] >= lo && key[u] <= hi && t0 + u * stride < end) {
+                    const uint32_t bucket = (key[u] - lo) >> k.shift;
                     a[u] = index[bucket];
                     z[u] = index[bucket + 1];
                 }
@@ -511,15 +552,15 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
             /* the steps without a branch a key: selects, not an if around
              * each key's step (ncu: its divergence barriers and branches took
              * most of the loop's instructions). A finished key (a == z)
-             * reads level[min(a, n_range - 1)], harmlessly, and keeps its a
-             * and z. */
+             * reads level[a], at most the one after the range's,
+             * harmlessly, and keeps its a and z. */
             for (bool more = true; more;) {
                 more = false;
 #pragma unroll
                 for (int u = 0; u < kKeys; u++) {
                     const bool open = a[u] < z[u];
-                    const int mid = (a[u] + z[u]) / 2;
-                    const bool below = level[min(mid, n_range - 1)] < key[u];
+                    const uint32_t mid = (a[u] + z[u]) / 2;
+                    const bool below = level[mid] < key[u];
                     a[u] = open && below ? mid + 1 : a[u];
                     z[u] = open && !below ? mid : z[u];
                     more = more || a[u] < z[u];
@@ -529,21 +570,21 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
             for (int u = 0; u < kKeys; u++) {
                 if (t0 + u * stride >= end)
                     break;
-                const int i = a[u];
-                if (i < n_range && level[i] == key[u]) { /* rare: an impostor on a level */
+                const uint32_t i = a[u];
+                if (level[i] == key[u]) { /* rare: an impostor on a level */
                     atomicAdd(&d.at[first + i], 1ull);
                 } else {
-                    atomicAdd(&count[i - 1], 1u);
-                    atomicMin(&lowest[i - 1], key[u]);
+                    atomicAdd(&count[i], 1u);
+                    atomicMin(&lowest[i], key[u]);
                 }
             }
         }
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < n_range; j += blockDim.x)
+    for (int j = threadIdx.x; j <= n_range; j += blockDim.x)
         if (count[j]) {
-            atomicAdd(&d.gap[first + j + 1], (unsigned long long)count[j]);
-            atomicMin(&d.gap_min[first + j + 1], lowest[j]);
+            atomicAdd(&d.gap[first + j], (unsigned long long)count[j]);
+            atomicMin(&d.gap_min[first + j], lowest[j]);
         }
 }
 
@@ -1288,9 +1329,9 @@ struct roc_eval_cuda {
      * (choose_count): directly, with keys set aside, or by partition where
      * may_partition */
     bool probe_count = false, may_partition = false;
-    Buffer<uint32_t> range_starts, range_keys, range_offset, range_capacity, range_block_used,
-        range_reserved;
-    Buffer<uint16_t> range_index;
+    Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
+        range_block_used, range_reserved;
+    Buffer<uint16_t> range_index, drain_index;
     int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
      * (roc_count.cuh), while not partitioned, and each warp's count of them;
@@ -1318,9 +1359,10 @@ struct roc_eval_cuda {
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
-          top_count(arena), block_top_count(arena), range_starts(arena), range_keys(arena),
+          top_count(arena), block_top_count(arena), range_first(arena), range_starts(arena),
+          range_keys(arena),
           range_offset(arena), range_capacity(arena), range_block_used(arena),
-          range_reserved(arena), range_index(arena), aside_keys(arena), aside_used(arena),
+          range_reserved(arena), range_index(arena), drain_index(arena), aside_keys(arena), aside_used(arena),
           edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
@@ -1583,8 +1625,8 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     const int slices = std::max(
         std::min(ev->part.n_blocks, std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges)),
         (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
-    const DrainParams d{ev->levels.get(),         ev->n_levels,
-                        ev->part.range_levels,    ev->range_keys.get(),
+    const DrainParams d{ev->levels.get(),         ev->range_first.get(),
+                        ev->drain_index.get(),    ev->range_keys.get(),
                         ev->range_offset.get(),   ev->range_capacity.get(),
                         ev->range_block_used.get(), n_ranges,
                         ev->part.n_blocks,        ev->at.get(),
@@ -1919,35 +1961,115 @@ int64_t partition_keys(int64_t n_levels)
     return std::min(std::max(16 * n_levels, int64_t(1) << 26), int64_t(1) << 28);
 }
 
+/* range_axis (roc_count.cuh) on the host, to the bit: the product by a power
+ * of two is exact in double, then truncated and saturated as the device's
+ * conversion does. */
+uint32_t host_range_axis(uint32_t key, float scale)
+{
+    if (!(scale > 0.0f))
+        return key;
+    const double x = std::trunc(double(roc_key_score(key)) * double(scale));
+    const double limit = 2147483648.0; /* 2^31 */
+    const int32_t v = x >= limit ? INT32_MAX : x < -limit ? INT32_MIN : int32_t(x);
+    return uint32_t(v);
+}
+
+/* How sorted level keys fall into ranges for one axis of the index. */
+struct RangeCut {
+    float scale = 0.0f;
+    uint32_t base = 0;
+    int shift = 0;
+    std::vector<uint32_t> first;  /* n_ranges + 1 */
+    std::vector<uint16_t> index;  /* kRangeBuckets + 1 */
+    int64_t split_buckets = 0;    /* buckets a range starts inside */
+};
+
+/* Ranges of at most kRangeLevels levels that end where buckets end, where
+ * the range so far holds at least `min_fill` levels; else (a bucket of more
+ * levels than a range, or a range not full enough) cut inside the bucket.
+ * So there are at most U / min_fill + 1 ranges, and with min_fill above
+ * kRangeLevels the ranges are kRangeLevels levels each, the last fewer. */
+RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t min_fill,
+                    int64_t most_buckets)
+{
+    RangeCut c;
+    c.scale = scale;
+    c.base = host_range_axis(keys[0], scale);
+    const uint32_t span = host_range_axis(keys[U - 1], scale) - c.base;
+    while ((span >> c.shift) >= uint64_t(most_buckets))
+        c.shift++;
+    const int64_t n_buckets = int64_t(span >> c.shift) + 1;
+    std::vector<uint32_t> bucket(U);
+    for (int64_t i = 0; i < U; i++)
+        bucket[i] = (host_range_axis(keys[i], scale) - c.base) >> c.shift;
+    std::vector<bool> inside{false}; /* whether range r starts inside its bucket */
+    c.first.push_back(0);
+    for (int64_t j = 0; j < U;) {
+        int64_t end = j; /* the end of the bucket of level j (or of its rest) */
+        while (end < U && bucket[end] == bucket[j])
+            end++;
+        const int64_t start = c.first.back();
+        if (end - start <= kRangeLevels) {
+            j = end;
+        } else if (j - start >= min_fill) { /* the range ends with the bucket before */
+            c.first.push_back(uint32_t(j));
+            inside.push_back(false);
+        } else {
+            j = start + kRangeLevels;
+            c.first.push_back(uint32_t(j));
+            inside.push_back(true);
+        }
+    }
+    c.first.push_back(uint32_t(U));
+    const int n_ranges = int(c.first.size()) - 1;
+    /* each bucket's entry: the last range that starts before it, or at its
+     * start; kAmbiguous where another starts inside it */
+    c.index.assign(kRangeBuckets + 1, uint16_t(n_ranges - 1));
+    int r = 0;
+    for (int64_t b = 0; b < n_buckets; b++) {
+        while (r + 1 < n_ranges && (bucket[c.first[r + 1]] < b ||
+                                    (bucket[c.first[r + 1]] == b && !inside[r + 1])))
+            r++;
+        const bool split = r + 1 < n_ranges && bucket[c.first[r + 1]] == b;
+        c.index[b] = uint16_t(r | (split ? kAmbiguous : 0));
+        c.split_buckets += split;
+    }
+    return c;
+}
+
 /* The ranges of the sorted level keys (host) for partitioned counting: each
- * range's lowest level, the index from a key to its range, the segments'
- * buffer and its segments, even at first. */
+ * range's levels and lowest level, the index from a key to its range, the
+ * segments' buffer and its segments, even at first. The index's buckets are
+ * even in the score where that splits fewer of them (cosine scores: their
+ * levels crowd few buckets of the key), else in the key (scores over many
+ * binades); both with ranges at least half full, unless that makes more than
+ * kMaxRanges. */
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
 {
     cudaStream_t stream = ev->arena.stream();
     const int64_t U = ev->n_levels;
-    const int64_t range_levels = kRangeLevels;
-    const int n_ranges = int((U + range_levels - 1) / range_levels);
+    /* EXT_ROC_RANGE_BUCKETS, for the tests: fewer buckets, crowded with levels */
+    const int64_t buckets = std::min(env_tuning("EXT_ROC_RANGE_BUCKETS", 1, kRangeBuckets),
+                                     int64_t(kRangeBuckets));
+    RangeCut cut = cut_ranges(keys, U, 0.0f, kRangeLevels / 2, buckets);
+    const float lo = roc_key_score(keys[0]), hi = roc_key_score(keys[U - 1]);
+    const float largest = std::max(std::fabs(lo), std::fabs(hi));
+    int exponent = 0;
+    if (std::isfinite(largest) && largest > 0.0f) {
+        std::frexp(largest, &exponent); /* largest < 2^exponent */
+        if (exponent >= -96 && exponent <= 126) { /* 2^(30 - exponent): a normal float */
+            RangeCut by_score =
+                cut_ranges(keys, U, std::ldexp(1.0f, 30 - exponent), kRangeLevels / 2, buckets);
+            if (by_score.split_buckets < cut.split_buckets)
+                cut = std::move(by_score);
+        }
+    }
+    if (cut.first.size() - 1 > size_t(kMaxRanges))
+        cut = cut_ranges(keys, U, 0.0f, int64_t(kRangeLevels) + 1, buckets);
+    const int n_ranges = int(cut.first.size()) - 1;
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
-        starts[r] = keys[int64_t(r) * range_levels];
-    const uint32_t base = keys[0], span = keys[U - 1] - keys[0];
-    int shift = 0;
-    while ((span >> shift) >= uint32_t(kRangeBuckets))
-        shift++;
-    const int64_t n_buckets = int64_t(span >> shift) + 1;
-    /* the range of each bucket's first key, kAmbiguous where its last key's
-     * differs; the last range past the buckets */
-    auto range = [&](uint32_t key) {
-        return int(std::upper_bound(starts.begin(), starts.end(), key) - starts.begin() - 1);
-    };
-    std::vector<uint16_t> index(kRangeBuckets + 1, uint16_t(n_ranges - 1));
-    for (int64_t b = 0; b < n_buckets; b++) {
-        const uint32_t first = base + (uint32_t(b) << shift);
-        const uint32_t last = b + 1 < n_buckets ? first + ((uint32_t(1) << shift) - 1)
-                                                : keys[U - 1];
-        index[b] = uint16_t(range(first) | (range(last) != range(first) ? kAmbiguous : 0));
-    }
+        starts[r] = keys[cut.first[r]];
     ev->range_keys_total = partition_keys(U);
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1957,8 +2079,10 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                    kPartitionThreads, RangeSorter::kSharedBytes, &per_sm));
     /* each keeps a Counter, and its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
+    EXT_CUDA_TRY(ev->range_first.allocate(n_ranges + 1));
     EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
+    EXT_CUDA_TRY(ev->drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
@@ -1966,10 +2090,16 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(sorter_blocks) * n_ranges));
     EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_starts.get(), starts.data(),
                                  n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_index.get(), index.data(),
-                                 index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_first.get(), cut.first.data(),
+                                 cut.first.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                 stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_index.get(), cut.index.data(),
+                                 cut.index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice,
+                                 stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
+    drain_index_kernel<<<n_ranges, kDrainThreads, kRangeLevels * sizeof(uint32_t), stream>>>(
+        ev->levels.get(), ev->range_first.get(), ev->drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
         ev->range_keys_total);
@@ -1977,9 +2107,10 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(kDrainShared)));
     ev->part = RangePartition{n_ranges,
-                              range_levels,
-                              base,
-                              shift,
+                              ev->range_first.get(),
+                              cut.scale,
+                              cut.base,
+                              cut.shift,
                               ev->range_starts.get(),
                               ev->range_index.get(),
                               ev->range_keys.get(),
