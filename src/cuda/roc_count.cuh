@@ -64,10 +64,10 @@ constexpr int kHistogram = kMaxRanges + 1;
  * highest level. A range ends where a bucket ends wherever it can, so that a
  * key's bucket names its range: where a range starts inside a bucket, the
  * bucket's keys bisect, and most warps had a lane that did (ncu, sixteenth
- * pass). Even in the key, the keys crowd ~1/25 of the buckets (scores of tiny
- * magnitude lie between), some 20,000 levels a bucket at 3.5M levels; even in
- * the score, ~4,000. 8,192 buckets (16 KB) keep two partition blocks a
- * multiprocessor (dev/NOTES.md, fifteenth pass). */
+ * pass). Even in the key, cosine scores crowd ~1/25 of the buckets (scores of
+ * tiny magnitude lie between), up to 130,000 of 3.3M levels in one; even in
+ * the score, ~6,000. 8,192 buckets (16 KB) keep two partition blocks a
+ * multiprocessor (dev/NOTES.md, fifteenth and sixteenth passes). */
 constexpr int kRangeBuckets = 8192;
 constexpr int kHalfTilePairs = 64 * 128;
 /* the partition sorts a stored tile's keys at once: each range's keys of
@@ -82,7 +82,7 @@ constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts
 /* A key's place on the index's axis: the key itself, or (scale > 0) its
  * score times scale, a power of two, in whole numbers (a conversion that
  * saturates). Either rises with the key, so buckets of it are intervals of
- * keys; the host's range_axis (roc_eval_kernel.cu) gives the same numbers. */
+ * keys; host_range_axis (roc_eval_kernel.cu) gives the same numbers. */
 __device__ __forceinline__ uint32_t range_axis(uint32_t key, float scale)
 {
     return scale > 0.0f ? uint32_t(__float2int_rz(__fmul_rn(roc_key_score(key), scale))) : key;

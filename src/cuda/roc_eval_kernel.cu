@@ -1360,10 +1360,9 @@ struct roc_eval_cuda {
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
           lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
           top_count(arena), block_top_count(arena), range_first(arena), range_starts(arena),
-          range_keys(arena),
-          range_offset(arena), range_capacity(arena), range_block_used(arena),
-          range_reserved(arena), range_index(arena), drain_index(arena), aside_keys(arena), aside_used(arena),
-          edges(arena), bins(arena), acc_keys(arena),
+          range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
+          range_reserved(arena), range_index(arena), drain_index(arena), aside_keys(arena),
+          aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
     }
