@@ -446,33 +446,35 @@ struct DrainBuckets {
     }
 };
 
+/* The first of n sorted levels at or above `start` (n where none is). */
+__device__ __forceinline__ int64_t first_level_from(const uint32_t *levels, int64_t n,
+                                                    uint64_t start)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (levels[mid] < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Each range's drain index, once a count (set_ranges): built by every drain
  * block of every launch, bisections of its 4,097 buckets took a tenth of the
  * drain's instructions (ncu, sixteenth pass). A block a range. */
 __global__ void __launch_bounds__(kDrainThreads)
     drain_index_kernel(const uint32_t *levels, const uint32_t *first, uint16_t *index)
 {
-    extern __shared__ uint32_t drain_shared[];
-    uint32_t *level = drain_shared;
     const int r = blockIdx.x;
+    const uint32_t *level = levels + first[r];
     const int n_range = int(first[r + 1] - first[r]);
-    for (int i = threadIdx.x; i < n_range; i += blockDim.x)
-        level[i] = levels[first[r] + i];
-    __syncthreads();
-    const uint32_t lo = level[0];
-    const DrainBuckets k(lo, level[n_range - 1]);
-    for (int b = threadIdx.x; b <= k.n_buckets; b += blockDim.x) {
-        int a = b < k.n_buckets ? 0 : n_range, z = n_range;
-        const uint32_t start = lo + (uint32_t(b) << k.shift);
-        while (a < z) {
-            const int mid = (a + z) / 2;
-            if (level[mid] < start)
-                a = mid + 1;
-            else
-                z = mid;
-        }
-        index[size_t(r) * kDrainIndexStride + b] = uint16_t(a);
-    }
+    const DrainBuckets k(level[0], level[n_range - 1]);
+    for (int b = threadIdx.x; b <= k.n_buckets; b += blockDim.x)
+        index[size_t(r) * kDrainIndexStride + b] = uint16_t(
+            b < k.n_buckets ? first_level_from(level, n_range, level[0] + (uint32_t(b) << k.shift))
+                            : n_range);
 }
 
 struct DrainParams {
@@ -2097,7 +2099,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                  stream));
     EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
-    drain_index_kernel<<<n_ranges, kDrainThreads, kRangeLevels * sizeof(uint32_t), stream>>>(
+    drain_index_kernel<<<n_ranges, kDrainThreads, 0, stream>>>(
         ev->levels.get(), ev->range_first.get(), ev->drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
@@ -2129,16 +2131,7 @@ __global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uin
 {
     for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b <= n_buckets;
          b += int64_t(gridDim.x) * blockDim.x) {
-        const uint64_t start = roc_bucket_start(base, shift, b);
-        int64_t lo = 0, hi = n_levels;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi) >> 1;
-            if (levels[mid] < start)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        lut[b] = uint32_t(lo);
+        lut[b] = uint32_t(first_level_from(levels, n_levels, roc_bucket_start(base, shift, b)));
     }
 }
 
@@ -2199,6 +2192,7 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
      * over: no ranges of the first levels survive it */
     ev->part = RangePartition{};
     ev->aside_keys.release();
+    ev->aside_share = 0;
     const bool features = !ev->src.list && ev->src.score == nullptr;
     const int64_t forced = forced_partition_levels();
     ev->may_partition = forced < 0 && can_partition(ev, U);
