@@ -809,13 +809,14 @@ def aside_workload(rng, features, n_ids=3000, per_id=4):
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     """More genuine levels than the shared counters hold, not partitioned:
-    after a first wave of tiles counted directly, the feature pass counts
-    each tile as it is made and sets the keys at or above the lowest level
-    aside (roc_count.cuh's set_aside), each warp's keys kept from chunk to
-    chunk of tiles until a kernel counts them (more than half its share, or
-    the pass's last chunk). Each call runs with the default buffer, then with
-    one of 100,000 keys, ~100 a warp, which fill (the keys past them counted
-    in the pass), with 16 KiB operand blocks (several passes, the buffer
+    after a first wave of tiles counted directly, the count of each chunk
+    of stored tiles sets the keys at or above the lowest level aside
+    (roc_count.cuh's set_aside), each warp's keys kept from chunk to chunk
+    until a kernel counts them (once the first wave's share would have
+    filled a quarter of each warp's share since, and after the pass's last
+    chunk). Each call runs with the default buffer, then with one of 100,000
+    keys, ~24 a warp, which fill (the keys past them counted in the pass),
+    with 16 KiB operand blocks (several passes, the buffer
     emptied between them), and with chunks of 3 and of 5 tiles (many chunks;
     one set's skipped tiles among them; a last chunk of fewer blocks than
     the others, whose warps' keys wait for it)."""

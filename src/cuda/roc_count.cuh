@@ -143,18 +143,16 @@ struct PassParams {
     RangePartition part;
     /* kAside (exact from features with global counters): the keys at or
      * above the lowest level set aside for count_aside_kernel. Warp w of the
-     * pass's aside_tile_kernel has aside_segment of them from w *
+     * pass's count_tiles_kernel has aside_segment of them from w *
      * aside_segment, and leaves how many it holds in aside_used[w], from
      * launch to launch until count_aside_kernel counts them; a key past its
      * segment's end is counted directly. */
     uint32_t *aside_keys;
     uint32_t *aside_used;
     uint32_t aside_segment;
-    /* feature pass: the tiles of its operands this launch walks, the first
-     * of the launches that share the blocks' top-key slots, and whether this
-     * launch is the pass's last */
+    /* feature pass: the tiles of its operands this launch walks, and the
+     * first of the launches that share the blocks' top-key slots */
     int64_t tile_begin, tile_end, tile_first;
-    int last_launch;
     /* every mode */
     unsigned long long *totals; /* pairs, NaN pairs */
     uint32_t *block_top_key;
@@ -205,6 +203,8 @@ inline size_t counter_bytes(int mode, const PassParams &p)
         return size_t(p.n_levels + 1) * 2 * sizeof(uint32_t);
     if (mode == kBinned && p.shared_bins)
         return shared_bins_bytes(p.n_bins);
+    if (mode == kAside) /* each warp's keys set aside so far */
+        return (kThreads / 32) * sizeof(uint32_t);
     return 0;
 }
 

@@ -237,75 +237,6 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     });
 }
 
-/*
- * kAside's feature pass in one kernel: each tile's scores counted as they
- * leave the product's registers, not stored. In a whole tile,
- * Counter::count_below takes the thread's 32 float4s (three instructions a
- * score beside the product's 512 FMAs); the few it leaves (a score at or
- * above the lowest level, or NaN) set their keys aside, one float4 at a time
- * and each thread its own, for count_aside_kernel. A tile at
- * an edge or on one set's diagonal goes through quad_pairs. Stored, the
- * chunk (121 MB a launch) did not stay in L2, and the count's read of it
- * took 60 us of every 700 (ncu, 1e10 pairs; dev/NOTES.md, fourteenth pass).
- */
-__global__ void __launch_bounds__(FeatureTile::kThreads, 2)
-    aside_tile_kernel(const Operands op, const PassParams p)
-{
-    constexpr int kQuads = 8 * FeatureTile::kFragN / 4;
-    static_assert(kQuads == 32, "a bit a float4 of the thread's fragment");
-    extern __shared__ __align__(16) unsigned char shared_bytes[];
-    FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
-    __shared__ uint32_t aside_count[FeatureTile::kThreads / 32];
-    Counter<kAside> counter(p, aside_count);
-    counter.begin_block();
-    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
-        float acc[8][FeatureTile::kFragN];
-        FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
-                             op.k_pad, tiles, acc);
-        /* float4 u: row FeatureTile::row(i), columns col(j) .. + 3 */
-        float4 v[kQuads];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int j = 0; j < FeatureTile::kFragN; j += 4)
-                v[i * (FeatureTile::kFragN / 4) + j / 4] =
-                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-        const bool whole = whole_tile(op, p, m0, n0);
-        uint32_t done;
-        if (whole) {
-            done = counter.count_whole(v);
-        } else {
-            /* a tile at an edge or on one set's diagonal: count_below takes the
-             * float4s whose pairs all count; those with none are done */
-            uint32_t all = 0, none = 0;
-#pragma unroll 1
-            for (int u = 0; u < kQuads; u++) {
-                int64_t row[4], col[4];
-                bool use[4];
-                quad_pairs(op, p, m0, n0, FeatureTile::row(u / (FeatureTile::kFragN / 4)),
-                           FeatureTile::col(u % (FeatureTile::kFragN / 4) * 4), false, true,
-                           row, col, use);
-                all |= uint32_t(use[0] && use[1] && use[2] && use[3]) << u;
-                none |= uint32_t(!(use[0] || use[1] || use[2] || use[3])) << u;
-            }
-            done = counter.count_below<kQuads, false>(v, all) | none;
-        }
-        /* each lane its own quads left: a warp loops as often as its lane with most */
-        for (uint32_t left = ~done; left; left &= left - 1) {
-            const int u = __ffs(left) - 1;
-            const int i = u / (FeatureTile::kFragN / 4), j = u % (FeatureTile::kFragN / 4) * 4;
-            const float4 x = pick(v, u);
-            const float s[4] = {x.x, x.y, x.z, x.w};
-            int64_t row[4], col[4];
-            bool use[4];
-            quad_pairs(op, p, m0, n0, FeatureTile::row(i), FeatureTile::col(j), whole, true, row,
-                       col, use);
-            counter.pairs(row, col, s, use);
-        }
-    });
-    counter.end_block();
-}
-
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
  * thread's kHalfLoads 16-byte loads of it in flight together, then, in a
  * whole tile, Counter::count_whole over them all, then the quads it left
@@ -335,9 +266,8 @@ __global__ void __launch_bounds__(kThreads)
              * made kAside's count 2x slower and binned's 1.3x (dev/NOTES.md,
              * thirteenth and fourteenth passes) */
 #pragma unroll 1
-            for (int u = 0; u < kHalfLoads; u++) {
-                if (done >> u & 1)
-                    continue;
+            for (uint32_t left = ~done & ((1u << kHalfLoads) - 1); left; left &= left - 1) {
+                const int u = __ffs(left) - 1;
                 /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
                 const int f = int(threadIdx.x) + u * kThreads;
                 const float4 x = pick(v, u);
@@ -656,16 +586,16 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
 constexpr int kAsideGaps = 1024;
 
 /* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
- * global counters: a block a warp's segment, once the segment is more than
- * half full or at the pass's last launch (the segments keep their keys from
- * launch to launch until then), its lowest gaps counted in shared memory
- * first. A warp a segment after every launch, 32 keys at a time, took 23 us
- * a launch at 1e10 (H100), each warp's chain of reads 57 keys long. */
+ * global counters: a block a warp's segment, its lowest gaps counted in
+ * shared memory first. Launched where the segments are due (launch_pass:
+ * the segments keep their keys from launch to launch until then). A warp a
+ * segment after every launch, 32 keys at a time, took 23 us a launch at
+ * 1e10 (H100), each warp's chain of reads 57 keys long. */
 __global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
 {
     __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
     const uint32_t n = p.aside_used[blockIdx.x];
-    if (n == 0 || (!p.last_launch && n <= p.aside_segment / 2))
+    if (n == 0)
         return; /* the whole block */
     for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
         gap_count[g] = 0;
@@ -1170,23 +1100,11 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
  * past what the memory pool keeps between calls (dev/NOTES.md, fourteenth
  * pass). kAside's, given its keys' buffer and share, below.
  * EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
-int64_t chunk_tiles(int mode, int64_t tiles, size_t aside_keys = 0, double aside_share = 0)
+int64_t chunk_tiles(int mode, int64_t tiles)
 {
     const int64_t wave = 2 * ext_sm_count();
     const bool large = mode != kPartitioned && mode != kStore && tiles > 4 * 14 * wave;
-    int64_t waves = large ? 14 : 7;
-    if (mode == kAside && large && aside_share > 0) {
-        /* kAside stores nothing, so its launches may be longer: up to 56
-         * waves, as long as the keys a launch sets aside (the probe's share
-         * of its pairs, ~0.2% at 1e10) fill at most half of each warp's
-         * segment; past it they would be counted one by one in the pass.
-         * 1e10: 14 waves 238.7-239.0 ms, 56 waves 235.3-237.0 (H100,
-         * dev/NOTES.md, fifteenth pass). */
-        const double warps = double(wave) * (FeatureTile::kThreads / 32);
-        const double keys_a_wave = double(wave) * kTilePairs * aside_share / warps;
-        waves = std::max(waves, std::min(int64_t(56), int64_t(double(aside_keys) / warps / 2 /
-                                                              keys_a_wave)));
-    }
+    const int64_t waves = large ? 14 : 7;
     return env_tuning("EXT_ROC_CHUNK_TILES", 1, waves * wave);
 }
 
@@ -1658,31 +1576,27 @@ int64_t tile_blocks(int64_t begin, int64_t end)
 /* Tiles [q.tile_begin, q.tile_end) of a feature pass stored into `chunk`
  * (tile_kernel), then counted (count_tiles_kernel<kMode>, `blocks` blocks
  * with `shared` bytes of counters; kPartitioned: partition_kernel, its
- * blocks set_ranges'); kAside's counted as they are made (aside_tile_kernel),
- * then the segments of keys set aside that are due (count_aside_kernel, a
- * block for each warp of the pass's `blocks`). */
+ * blocks set_ranges'); kAside's keys set aside then counted where
+ * `aside_due` (count_aside_kernel, a block for each warp of `blocks`). */
 template <int kMode>
 cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassParams &q,
-                            float *chunk, int blocks, size_t shared)
+                            float *chunk, int blocks, size_t shared, bool aside_due = false)
 {
     const int tile_shared = int(sizeof(FeatureTile::Shared));
     const unsigned n_tile_blocks = unsigned(tile_blocks(q.tile_begin, q.tile_end));
-    if constexpr (kMode == kAside) {
-        EXT_CUDA_TRY(cudaFuncSetAttribute(
-            aside_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
-        aside_tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q);
-        EXT_CUDA_TRY(cudaGetLastError());
-        count_aside_kernel<<<blocks * (FeatureTile::kThreads / 32), kThreads, 0, stream>>>(q);
+    EXT_CUDA_TRY(cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      tile_shared));
+    tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q, chunk);
+    EXT_CUDA_TRY(cudaGetLastError());
+    if constexpr (kMode == kPartitioned) {
+        partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q,
+                                                                                           chunk);
     } else {
-        EXT_CUDA_TRY(cudaFuncSetAttribute(
-            tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tile_shared));
-        tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q, chunk);
-        EXT_CUDA_TRY(cudaGetLastError());
-        if constexpr (kMode == kPartitioned)
-            partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(
-                op, q, chunk);
-        else
-            count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+        count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+        if (kMode == kAside && aside_due) {
+            EXT_CUDA_TRY(cudaGetLastError());
+            count_aside_kernel<<<blocks * (kThreads / 32), kThreads, 0, stream>>>(q);
+        }
     }
     return cudaGetLastError();
 }
@@ -1703,9 +1617,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     const int threads = kThreads;
     /* kPartitioned: the partition kernel's (set_ranges); kAside: its tile kernel's, below */
     int blocks = ev->part.n_blocks;
-    if constexpr (kMode != kPartitioned && kMode != kAside) {
+    if constexpr (kMode != kPartitioned) {
         const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
-        if (!features)
+        if (kMode != kAside && !features) /* kAside: from features only */
             func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
                           : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
         /* set even below 48 KB: the kernels' static shared memory counts too */
@@ -1729,21 +1643,29 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         /* chunks of tiles, each stored then counted; partitioned, each
          * drained after it */
         const int64_t step = std::min(
-            chunk_tiles(kMode, tiles, ev->aside_keys.size(), ev->aside_share), tiles - tile_from);
-        if constexpr (kMode == kAside) /* the first launch's, the most */
-            blocks = int(tile_blocks(tile_from, tile_from + step));
-        else
-            EXT_CUDA_TRY(chunk_room(ev->chunk, step));
+            chunk_tiles(kMode, tiles), tiles - tile_from);
+        EXT_CUDA_TRY(chunk_room(ev->chunk, step));
+        /* kAside: a segment for each warp of the count, counted (all of
+         * them, one launch of count_aside_kernel) once the probe's share of
+         * the pairs since the last time would fill a quarter of each; a
+         * launch of it after every launch of the count, most of its blocks
+         * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
+        const size_t warps = size_t(blocks) * (kThreads / 32);
+        const double segment = double(ev->aside_keys.size() / warps);
+        double aside_fill = 0;
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
             q.tile_first = tile_from;
-            if (kMode == kAside) /* a segment for each warp of the first launch */
-                q.aside_segment = uint32_t(ev->aside_keys.size() /
-                                           (size_t(blocks) * (FeatureTile::kThreads / 32)));
-            q.last_launch = q.tile_end == tiles;
-            EXT_CUDA_TRY(store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared));
+            q.aside_segment = uint32_t(segment);
+            aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside_share /
+                          double(warps);
+            const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4;
+            if (aside_due)
+                aside_fill = 0;
+            EXT_CUDA_TRY(
+                store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared, aside_due));
             if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
