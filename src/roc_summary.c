@@ -41,24 +41,34 @@ typedef struct {
     uint64_t *fps, *tps; /* cumulative impostor and genuine pairs */
 } curve;
 
+/* Room for `capacity` points. The summarizers reserve their most points
+ * first: grown by doubling, the curve of 200,000 levels spent a tenth of its
+ * time copying. */
+static int curve_reserve(curve *c, int64_t capacity)
+{
+    if (capacity <= c->capacity)
+        return EXT_OK;
+    double *thresholds = ext_realloc(c->thresholds, (size_t)capacity * sizeof *thresholds);
+    if (thresholds)
+        c->thresholds = thresholds;
+    uint64_t *fps_new = ext_realloc(c->fps, (size_t)capacity * sizeof *fps_new);
+    if (fps_new)
+        c->fps = fps_new;
+    uint64_t *tps_new = ext_realloc(c->tps, (size_t)capacity * sizeof *tps_new);
+    if (tps_new)
+        c->tps = tps_new;
+    if (!thresholds || !fps_new || !tps_new)
+        return ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate %lld curve points",
+                        (long long)capacity);
+    c->capacity = capacity;
+    return EXT_OK;
+}
+
 static int curve_push(curve *c, double threshold, uint64_t fps, uint64_t tps)
 {
-    if (c->n == c->capacity) {
-        int64_t capacity = c->capacity ? 2 * c->capacity : 1024;
-        double *thresholds = ext_realloc(c->thresholds, (size_t)capacity * sizeof *thresholds);
-        if (thresholds)
-            c->thresholds = thresholds;
-        uint64_t *fps_new = ext_realloc(c->fps, (size_t)capacity * sizeof *fps_new);
-        if (fps_new)
-            c->fps = fps_new;
-        uint64_t *tps_new = ext_realloc(c->tps, (size_t)capacity * sizeof *tps_new);
-        if (tps_new)
-            c->tps = tps_new;
-        if (!thresholds || !fps_new || !tps_new)
-            return ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate %lld curve points",
-                            (long long)capacity);
-        c->capacity = capacity;
-    }
+    int st;
+    if (c->n == c->capacity && (st = curve_reserve(c, c->capacity ? 2 * c->capacity : 1024)))
+        return st;
     c->thresholds[c->n] = threshold;
     c->fps[c->n] = fps;
     c->tps[c->n] = tps;
@@ -94,6 +104,22 @@ static int check_totals(uint64_t n_genuine, uint64_t n_impostor)
     return EXT_OK;
 }
 
+/* The first i in [lo, hi) with x[i] >= v (x[i] > v where `strict`), else
+ * hi; x non-decreasing there, as a curve's fpr and tpr are. Walked point by
+ * point from the first, six FAR targets took a tenth of the summary of
+ * 200,000 levels. */
+static int64_t first_reaching(const double *x, int64_t lo, int64_t hi, double v, int strict)
+{
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (strict ? x[mid] <= v : x[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* TAR at one FAR target under `rule`; the threshold is that of the first
  * point whose TPR reaches the TAR (the highest threshold that does). */
 static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
@@ -114,21 +140,17 @@ static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
             }
         }
         value = s->tpr[k];
-    } else if (rule == ROC_FAR_FIRST_ABOVE) {
-        while (k < n - 1 && s->fpr[k] < far)
-            k++;
+    } else if (rule == ROC_FAR_FIRST_ABOVE) { /* the first point with fpr >= far */
+        k = first_reaching(s->fpr, 0, n - 1, far, 0);
         value = s->tpr[k];
     } else { /* max_tpr and interpolate: the last point with fpr <= far */
-        while (k < n - 1 && s->fpr[k + 1] <= far)
-            k++;
+        k = n > 1 ? first_reaching(s->fpr, 1, n, far, 1) - 1 : 0;
         value = s->tpr[k];
         if (rule == ROC_FAR_INTERPOLATE && k < n - 1 && s->fpr[k] < far)
             value += (s->tpr[k + 1] - s->tpr[k]) * (far - s->fpr[k]) /
                      (s->fpr[k + 1] - s->fpr[k]);
     }
-    int64_t first = 0;
-    while (first < n - 1 && s->tpr[first] < value)
-        first++;
+    const int64_t first = first_reaching(s->tpr, 0, n - 1, value, 0);
     *tar = value;
     *threshold = s->thresholds[first];
     *false_accepts = s->false_accepts[first];
@@ -219,7 +241,8 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
 
     curve c = {0};
     uint64_t fps = 0, tps = 0;
-    if ((st = curve_push(&c, INFINITY, 0, 0)))
+    /* at most the first point, two for the top gap and two a level */
+    if ((st = curve_reserve(&c, 2 * U + 3)) || (st = curve_push(&c, INFINITY, 0, 0)))
         goto fail;
     if (gap[U] > 0) { /* impostors above every genuine score: the top score comes first */
         if ((st = curve_push(&c, roc_key_score(counts->top_key), counts->top_count, 0)))
@@ -294,7 +317,7 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
     uint64_t fps = 0, tps = 0;
     int64_t u = genuine->n_levels - 1;
     uint64_t imp = 0, gen = 0, next_imp = 0, next_gen = 0;
-    if ((st = curve_push(&c, INFINITY, 0, 0)))
+    if ((st = curve_reserve(&c, n + 1)) || (st = curve_push(&c, INFINITY, 0, 0)))
         goto fail;
     for (int64_t i = n - 1; i >= 0; i--) {
         if (i == n - 1) { /* the first step, then one step of lookahead */
@@ -371,7 +394,7 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
 
     curve c = {0};
     uint64_t fps = out->impostor_above, tps = gen_above;
-    if ((st = curve_push(&c, INFINITY, 0, 0)) ||
+    if ((st = curve_reserve(&c, n + 3)) || (st = curve_push(&c, INFINITY, 0, 0)) ||
         (st = curve_push(&c, nextafterf(edges[n], INFINITY), fps, tps)))
         goto fail;
     for (int64_t b = n - 1; b >= 0; b--) {
