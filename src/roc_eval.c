@@ -57,9 +57,7 @@ static int cuda_status(const roc_eval *ev, int err)
 
 int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
 {
-    free(c->exact.at);
-    free(c->exact.gap);
-    free(c->exact.gap_min);
+    free(c->exact.at); /* with gap and gap_min */
     free(c->binned.all);
     memset(&c->exact, 0, sizeof c->exact);
     c->binned.all = NULL;
@@ -67,12 +65,16 @@ int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
     c->exact.top_key = ROC_NO_KEY;
     c->totals.n_pairs = c->totals.n_nan = 0;
     if (mode == ROC_MODE_EXACT) {
-        c->exact.at = ext_calloc((size_t)n_levels, sizeof(uint64_t));
-        c->exact.gap = ext_calloc((size_t)n_levels + 1, sizeof(uint64_t));
-        c->exact.gap_min = ext_malloc(((size_t)n_levels + 1) * sizeof(uint32_t));
-        if (!c->exact.at || !c->exact.gap || !c->exact.gap_min)
+        /* one block, at[U + 1], gap[U + 1], gap_min[U + 1], laid out as the
+         * GPU backend's counters so that one copy fetches all three */
+        const size_t n = (size_t)n_levels + 1;
+        uint64_t *block = ext_calloc(2 * n + (n + 1) / 2, sizeof(uint64_t));
+        if (!block)
             return EXT_ERR_NOMEM;
-        memset(c->exact.gap_min, 0xff, ((size_t)n_levels + 1) * sizeof(uint32_t));
+        c->exact.at = block;
+        c->exact.gap = block + n;
+        c->exact.gap_min = (uint32_t *)(block + 2 * n);
+        memset(c->exact.gap_min, 0xff, n * sizeof(uint32_t));
     } else if (mode == ROC_MODE_BINNED) {
         c->binned.all = ext_calloc((size_t)c->binned.n_bins, sizeof(uint64_t));
         if (!c->binned.all)
@@ -83,9 +85,7 @@ int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
 
 void roc_counts_free(roc_counts *c)
 {
-    free(c->exact.at);
-    free(c->exact.gap);
-    free(c->exact.gap_min);
+    free(c->exact.at); /* with gap and gap_min */
     free(c->binned.all);
     free(c->binned.edges);
     free(c->keys.keys);

@@ -41,7 +41,8 @@ typedef struct {
  * with its count (the curve's first point).
  */
 typedef struct {
-    uint64_t *at;        /* U: all pairs with key g[u], genuine included */
+    uint64_t *at;        /* U: all pairs with key g[u], genuine included; the
+                            block (roc_counts_alloc) that gap and gap_min are in */
     uint64_t *gap;       /* U + 1 */
     uint32_t *gap_min;   /* U + 1: lowest key in the gap; UINT32_MAX when empty */
     uint32_t top_key;    /* highest key of any pair; ROC_NO_KEY when none */

@@ -809,10 +809,10 @@ def aside_workload(rng, features, n_ids=3000, per_id=4):
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     """More genuine levels than the shared counters hold, not partitioned:
-    after a first wave of tiles counted directly, the count of each chunk
+    after a first chunk of tiles counted directly, the count of each chunk
     of stored tiles sets the keys at or above the lowest level aside
     (roc_count.cuh's set_aside), each warp's keys kept from chunk to chunk
-    until a kernel counts them (once the first wave's share would have
+    until a kernel counts them (once the first chunk's share would have
     filled a quarter of each warp's share since, and after the pass's last
     chunk). Each call runs with the default buffer, then with one of 100,000
     keys, ~24 a warp, which fill (the keys past them counted in the pass),
@@ -959,7 +959,7 @@ def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
 def test_gpu_more_levels_than_shared_counters(rng, features, mode):
     """12,000+ genuine levels from features, more than a block's shared gap
     counters hold (7,167): the feature pass's global counters, its pairs looked
-    up side by side (the first wave of tiles; the rest partitioned, since
+    up side by side (the first chunk of tiles; the rest partitioned, since
     every pair lies among the levels). Integer features scored by dot products tie a third of
     the impostors with a genuine level; normal ones almost none."""
     n_ids, per_id, n_query = 4000, 4, 4000

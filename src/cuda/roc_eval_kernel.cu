@@ -758,7 +758,10 @@ struct FeatureRows {
 };
 
 /* One thread per genuine pair: its key (or NO_KEY for NaN), from the score
- * matrix or the features. */
+ * matrix or the features. Blocks of kGenuineThreads: each thread's score from
+ * features is a chain of 512 steps, and the blog's 10,000 pairs in blocks of
+ * 256 ran on 40 of the H100's 132 multiprocessors (50 us). */
+constexpr int kGenuineThreads = 64;
 __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int64_t n_gallery,
                                    const int64_t *offset, const float *score,
                                    const FeatureRows features, int64_t n_pairs, uint32_t *keys,
@@ -1248,8 +1251,15 @@ struct roc_eval_cuda {
     FeatureOperands features; /* the feature pass's operands, prepared by block */
     /* exact: levels, index, counters */
     int64_t n_levels = 0;
-    Buffer<uint32_t> levels, lut, gap_min, top_key, block_top_key;
-    Buffer<unsigned long long> at, gap, top_count, block_top_count;
+    Buffer<uint32_t> levels, lut, block_top_key;
+    Buffer<unsigned long long> block_top_count;
+    /* the counters, one buffer laid out as the host's (roc_counts_alloc), so
+     * that one copy fetches them: at[U + 1], gap[U + 1], gap_min[U + 1]
+     * (32-bit), then top_count and top_key. Six copies of pageable memory
+     * took ~90 us of the blog size's 5.9 ms (H100). */
+    Buffer<unsigned long long> counters;
+    unsigned long long *at = nullptr, *gap = nullptr, *top_count = nullptr;
+    uint32_t *gap_min = nullptr, *top_key = nullptr;
     uint32_t lut_base = 0;
     int lut_shift = 0;
     /* exact from features with more levels than a block's shared counters:
@@ -1290,8 +1300,8 @@ struct roc_eval_cuda {
 
     explicit roc_eval_cuda(const roc_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
-          lut(arena), gap_min(arena), top_key(arena), block_top_key(arena), at(arena), gap(arena),
-          top_count(arena), block_top_count(arena), range_first(arena), range_starts(arena),
+          lut(arena), block_top_key(arena), block_top_count(arena), counters(arena),
+          range_first(arena), range_starts(arena),
           range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
           range_reserved(arena), range_index(arena), drain_index(arena), aside_keys(arena),
           aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
@@ -1368,7 +1378,7 @@ cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_tot
     EXT_CUDA_TRY(keys.allocate(n_pairs));
     EXT_CUDA_TRY(nan.allocate(1));
     EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
-    genuine_key_kernel<<<grid_for(n_pairs), kThreads, 0, stream>>>(
+    genuine_key_kernel<<<grid_for(n_pairs, kGenuineThreads), kGenuineThreads, 0, stream>>>(
         partners, Q, G, offset.get(), s.score, ev->features.rows(), n_pairs, keys.get(),
         nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
@@ -1407,8 +1417,8 @@ cudaError_t find_list_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, ro
     EXT_CUDA_TRY(keys.allocate(n_pairs));
     EXT_CUDA_TRY(nan.allocate(1));
     EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
-    list_genuine_key_kernel<<<grid_for(N), kThreads, 0, stream>>>(ev->list, N, keys.get(),
-                                                                  tally.get() + 4, nan.get());
+    list_genuine_key_kernel<<<grid_for(N, kGenuineThreads), kGenuineThreads, 0, stream>>>(
+        ev->list, N, keys.get(), tally.get() + 4, nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
     return levels_from_keys(ev, keys, n_pairs, nan, genuine, totals);
 }
@@ -1525,9 +1535,9 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.lut = ev->lut.get();
     p.lut_base = ev->lut_base;
     p.lut_shift = ev->lut_shift;
-    p.at = ev->at.get();
-    p.gap = ev->gap.get();
-    p.gap_min = ev->gap_min.get();
+    p.at = ev->at;
+    p.gap = ev->gap;
+    p.gap_min = ev->gap_min;
     p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters;
     p.part = ev->part;
     p.aside_keys = ev->aside_keys.get();
@@ -1560,8 +1570,8 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
                         ev->drain_index.get(),    ev->range_keys.get(),
                         ev->range_offset.get(),   ev->range_capacity.get(),
                         ev->range_block_used.get(), n_ranges,
-                        ev->part.n_blocks,        ev->at.get(),
-                        ev->gap.get(),            ev->gap_min.get()};
+                        ev->part.n_blocks,        ev->at,
+                        ev->gap,            ev->gap_min};
     drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads, kDrainShared,
                    stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
@@ -1646,7 +1656,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             return cudaSuccess;
         merge_top_kernel<<<1, 32, 0, stream>>>(ev->block_top_key.get(),
                                               ev->block_top_count.get(), blocks,
-                                              ev->top_key.get(), ev->top_count.get());
+                                              ev->top_key, ev->top_count);
         return cudaGetLastError();
     };
     if (features) {
@@ -1817,7 +1827,7 @@ cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *sc
             unique_slots.get(), merged.get(), n_runs.get(), p);
         EXT_CUDA_TRY(cudaGetLastError());
         merge_top_kernel<<<1, 32, 0, stream>>>(ev->block_top_key.get(), ev->block_top_count.get(),
-                                              1, ev->top_key.get(), ev->top_count.get());
+                                              1, ev->top_key, ev->top_count);
         EXT_CUDA_TRY(cudaGetLastError());
     }
     return cudaSuccess;
@@ -2103,11 +2113,13 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     ev->lut_shift = shape->shift;
     EXT_CUDA_TRY(ev->levels.allocate(U));
     EXT_CUDA_TRY(ev->lut.allocate(U ? shape->n_buckets + 1 : 0));
-    EXT_CUDA_TRY(ev->at.allocate(U + 1));
-    EXT_CUDA_TRY(ev->gap.allocate(U + 1));
-    EXT_CUDA_TRY(ev->gap_min.allocate(U + 1));
-    EXT_CUDA_TRY(ev->top_key.allocate(1));
-    EXT_CUDA_TRY(ev->top_count.allocate(1));
+    const size_t n = size_t(U) + 1, words = 2 * n + (n + 1) / 2; /* at, gap, gap_min */
+    EXT_CUDA_TRY(ev->counters.allocate(words + 2));
+    ev->at = ev->counters.get();
+    ev->gap = ev->at + n;
+    ev->gap_min = reinterpret_cast<uint32_t *>(ev->at + 2 * n);
+    ev->top_count = ev->at + words;
+    ev->top_key = reinterpret_cast<uint32_t *>(ev->at + words + 1);
     EXT_CUDA_TRY(ev->block_top_key.allocate(ev->pass_blocks));
     EXT_CUDA_TRY(ev->block_top_count.allocate(ev->pass_blocks));
     if (U) {
@@ -2117,11 +2129,9 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
             ev->levels.get(), U, shape->base, shape->shift, shape->n_buckets, ev->lut.get());
         EXT_CUDA_TRY(cudaGetLastError());
     }
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->at.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap.get(), 0, (U + 1) * sizeof(unsigned long long), stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min.get(), 0xff, (U + 1) * sizeof(uint32_t), stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->top_key.get(), 0, sizeof(uint32_t), stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->top_count.get(), 0, sizeof(unsigned long long), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->counters.get(), 0, (words + 2) * sizeof(unsigned long long),
+                                 stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min, 0xff, n * sizeof(uint32_t), stream));
     /* a second call (the distributed evaluation's gathered levels) starts
      * over: no ranges of the first levels survive it */
     ev->part = RangePartition{};
@@ -2158,7 +2168,7 @@ cudaError_t choose_count(roc_eval_cuda *ev)
     unsigned long long totals[2] = {0, 0}, below = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(totals, ev->totals.get(), sizeof totals, cudaMemcpyDeviceToHost,
                                  stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->gap.get(), sizeof below, cudaMemcpyDeviceToHost,
+    EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->gap, sizeof below, cudaMemcpyDeviceToHost,
                                  stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     const unsigned long long scored = totals[0] - totals[1], above = scored - below;
@@ -2239,11 +2249,14 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         PassParams q = given;
         int64_t tile_from = 0;
         if (ev->probe_count && op) {
-            /* a wave's tiles, at most half of them, counted directly; their
-             * pairs choose how the rest are */
+            /* a chunk's tiles (the partition's 7 waves: within the IFRT
+             * size's memory), at most half of them, counted directly; their
+             * pairs choose how the rest are. A wave of them took a count
+             * launch of its own, 32 us where a chunk's count takes ~10 us a
+             * wave (the blog size, H100). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
-            tile_from = std::max(int64_t(1), std::min(tiles / 2, int64_t(2) * ext_sm_count()));
+            tile_from = std::max(int64_t(1), std::min(tiles / 2, chunk_tiles(kPartitioned, tiles)));
             EXT_CUDA_TRY(launch_pass<kExact>(ev, q, row_begin, op, 0, tile_from));
             EXT_CUDA_TRY(choose_count(ev));
             if (tile_from == tiles)
@@ -2290,17 +2303,15 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
                                  cudaMemcpyDeviceToHost, stream));
     const int64_t U = ev->n_levels;
     roc_exact_counts *exact = &counts->exact;
+    unsigned long long top[2] = {0, 0}; /* top_count, then top_key's word */
     if (ev->src.mode == kExact && U > 0) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at.get(), U * sizeof(uint64_t),
+        /* at, gap and gap_min at once: the host's are one block laid out as
+         * ev->counters (roc_counts_alloc) */
+        const size_t n = size_t(U) + 1;
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at, n * (2 * sizeof(uint64_t) + sizeof(uint32_t)),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap, ev->gap.get(), (U + 1) * sizeof(uint64_t),
-                                     cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->gap_min, ev->gap_min.get(), (U + 1) * sizeof(uint32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_key, ev->top_key.get(), sizeof(uint32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(&exact->top_count, ev->top_count.get(), sizeof(uint64_t),
-                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->top_count, sizeof top, cudaMemcpyDeviceToHost,
+                                     stream));
     } else if (ev->src.mode == kBinned) {
         roc_binned_counts *binned = &counts->binned;
         std::vector<unsigned long long> bins(ev->n_bins + 2);
@@ -2342,6 +2353,10 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     counts->totals.n_pairs = host_totals[0];
     counts->totals.n_nan = host_totals[1];
+    if (ev->src.mode == kExact && U > 0) {
+        exact->top_count = top[0];
+        memcpy(&exact->top_key, &top[1], sizeof exact->top_key); /* ev->top_key's bytes */
+    }
     return cudaSuccess;
 }
 
