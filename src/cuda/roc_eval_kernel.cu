@@ -2155,10 +2155,12 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
  * or above the lowest level. Half or more: by partition, where
  * may_partition (a direct count costs such a pair 22-64 ps at 40,000 to 4M
  * levels, L2's scattered atomics; the partition ~8 ps every pair plus ~7
- * each it keeps). At least 1/1024: with those keys set aside (kAside), which
- * saved 5.6% at 1e10 (0.2% above); its code cost the pass 3% where none was
- * above while it sat in the kExact kernel, so it runs only where chosen.
- * Else directly, as the probe did. The level count alone does not tell (1e10:
+ * each it keeps). At least 1/65536: with those keys set aside (kAside),
+ * which saved 5.6% at 1e10 (0.2% above) and, since its count reads the
+ * stored tiles as binned's does, ~40 us of the blog size's 5.8 ms (0.03%
+ * above: kExact's lookups of them, a few lanes of two warps in five, took
+ * a quarter of its count's instructions; ncu, H100). Else directly, as the
+ * probe did. The level count alone does not tell (1e10:
  * 200,000 levels, 0.2% of the pairs above; H100, dev/NOTES.md). One
  * synchronization an evaluation; the buffers only where chosen. */
 cudaError_t choose_count(roc_eval_cuda *ev)
@@ -2180,7 +2182,7 @@ cudaError_t choose_count(roc_eval_cuda *ev)
         EXT_CUDA_TRY(cudaStreamSynchronize(stream));
         return set_ranges(ev, keys.data());
     }
-    if (above > 0 && above * 1024 >= scored) {
+    if (above > 0 && above * 65536 >= scored) {
         ev->aside_share = double(above) / double(scored);
         EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
         EXT_CUDA_TRY(
