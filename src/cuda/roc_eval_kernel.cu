@@ -1105,16 +1105,15 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
     return errno == 0 && *end == '\0' && value >= least ? int64_t(value) : fallback;
 }
 
-/* Tiles a launch of a `mode` feature pass over `tiles` tiles makes (and, but
- * for kAside, stores before counting them): whole waves of tile_kernel (2
+/* Tiles a launch of a `mode` feature pass over `tiles` tiles makes (and
+ * stores before counting them): whole waves of tile_kernel (2
  * blocks a multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass
  * has more than 4 such chunks to make, but for the partitioned count, whose
  * buffers keep the IFRT size within 1 GiB beyond its inputs, and for
  * pair_scores. At 1e10 pairs, 3.5 waves a launch took 14% longer than 7, and
  * 14 waves 1.3% less; at the blog size, 14 took 2-5% more than 7: a buffer
  * past what the memory pool keeps between calls (dev/NOTES.md, fourteenth
- * pass). kAside's, given its keys' buffer and share, below.
- * EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
+ * pass). EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
 int64_t chunk_tiles(int mode, int64_t tiles)
 {
     const int64_t wave = 2 * ext_sm_count();
@@ -1664,8 +1663,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted; partitioned, each
          * drained after it */
-        const int64_t step = std::min(
-            chunk_tiles(kMode, tiles), tiles - tile_from);
+        const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
         EXT_CUDA_TRY(chunk_room(ev->chunk, step));
         /* kAside: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
@@ -1673,17 +1671,17 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
          * launch of it after every launch of the count, most of its blocks
          * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
         const size_t warps = size_t(blocks) * (kThreads / 32);
-        const double segment = double(ev->aside_keys.size() / warps);
+        const uint32_t segment = kMode == kAside ? uint32_t(ev->aside_keys.size() / warps) : 0;
         double aside_fill = 0;
         for (int64_t t = tile_from; t < tiles; t += step) {
             PassParams q = p;
             q.tile_begin = t;
             q.tile_end = std::min(t + step, tiles);
             q.tile_first = tile_from;
-            q.aside_segment = uint32_t(segment);
+            q.aside_segment = segment;
             aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside_share /
                           double(warps);
-            const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4;
+            const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4.0;
             if (aside_due)
                 aside_fill = 0;
             EXT_CUDA_TRY(
