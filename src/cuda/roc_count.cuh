@@ -12,9 +12,10 @@
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
  * few. Where some pairs lie among them (roc_eval_kernel.cu's choose_count),
- * the feature pass does not look those up at all (kAside): it counts each
- * tile as the product makes it, sets those pairs' keys aside in a buffer, and
- * a kernel counts them once a warp's share of it is half full.
+ * the feature pass does not look those up at all (kAside): the count of the
+ * stored tiles sets those pairs' keys aside in a buffer, and a kernel counts
+ * them where the warps' shares of it are due (roc_eval_kernel.cu's
+ * launch_pass).
  *
  * Where there are more levels than the shared counters hold and most pairs
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
@@ -608,8 +609,8 @@ template <int kMode> class Counter {
      * those below it join the run of gap 0 (the only run), those above go to
      * the warp's segment of p_.aside_keys (their places reserved by an
      * atomic on the warp's count, shared_[warp]), and count_aside_kernel
-     * counts them once the segment is half full, or after the pass's last
-     * launch. Looked up here, a warp ran the lookup
+     * counts them where launch_pass finds the segments due, and after the
+     * pass's last launch. Looked up here, a warp ran the lookup
      * whenever one lane had such a pair, and each broke its lane's run of
      * gap 0 (dev/NOTES.md). A thread alone calls it: the quads left in a
      * tile differ from lane to lane. */
