@@ -91,6 +91,9 @@ typedef struct {
     int64_t bins;            /* binned mode */
     double range_lo;         /* binned mode */
     double range_hi;
+    int64_t step_rows;       /* rows each roc_eval_add_rows call is given, from row 0, where
+                                the caller knows (0: not said): the GPU's feature pass may
+                                start on the first call's rows before it comes */
 } roc_eval_config;
 
 /* An evaluator's levels and counts, for a caller that reduces them across

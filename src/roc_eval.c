@@ -215,6 +215,9 @@ static int check_config(const roc_eval_config *config, const char *fn)
         return ext_fail(EXT_ERR_VALUE, "%s: unknown similarity %d", fn, config->similarity);
     if (config->same_set < ROC_PAIRS_ALL || config->same_set > ROC_SAME_SET_ORDERED)
         return ext_fail(EXT_ERR_VALUE, "%s: unknown same_set %d", fn, config->same_set);
+    if (config->step_rows < 0)
+        return ext_fail(EXT_ERR_VALUE, "%s: step_rows must be >= 0 (0: not said), got %lld", fn,
+                        (long long)config->step_rows);
     return EXT_OK;
 }
 
@@ -383,6 +386,7 @@ int roc_eval_create(roc_eval **out, const roc_eval_config *config, const ext_ten
         .device = labels_q->device_index, .stream = stream,
         .n_query = labels_q->sizes[0], .n_gallery = labels_g->sizes[0],
         .dim = feat_q ? feat_q->sizes[1] : 0, .row_offset = config->same_set ? config->row_offset : 0,
+        .step_rows = config->step_rows,
         .labels_q = labels_q->data, .labels_g = labels_g->data, .label_dtype = labels_q->dtype,
         .score = score ? score->data : NULL, .feat_q = feat_q ? feat_q->data : NULL,
         .feat_g = feat_g ? feat_g->data : NULL};

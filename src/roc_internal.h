@@ -102,6 +102,7 @@ typedef struct {
     int device;                              /* CUDA ordinal */
     void *stream;                            /* cudaStream_t */
     int64_t n_query, n_gallery, dim, row_offset;
+    int64_t step_rows;                       /* roc_eval_config's (0: not said) */
     const void *labels_q, *labels_g;
     int label_dtype;                         /* EXT_INT32 or EXT_INT64 */
     const float *score, *feat_q, *feat_g;    /* one source: score, or both features */

@@ -13,6 +13,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
 from _ext import roc
+from _ext.roc import _evaluate
 
 RULES = ("max_tpr", "nearest", "first_above", "interpolate")
 FARS = (0.0, 1e-4, 1e-3, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0)
@@ -464,6 +465,26 @@ def test_bad_arguments(kwargs, error, message):
         roc.evaluate(labels_q, labels_g, **kwargs)
 
 
+def hint_rows(monkeypatch, rows):
+    """Evaluators created from now on told that each add_rows call counts
+    `rows` rows (roc_eval_config.step_rows), whatever the calls count."""
+    config = _evaluate._config
+
+    def hinted(*args, **kwargs):
+        made = config(*args, **kwargs)
+        made.step_rows = rows
+        return made
+    monkeypatch.setattr(_evaluate, "_config", hinted)
+
+
+def test_bad_step_rows(monkeypatch):
+    hint_rows(monkeypatch, -1)
+    with pytest.raises(ValueError, match=r"evaluate: step_rows must be >= 0 \(0: not said\), "
+                                         "got -1"):
+        roc.evaluate(np.array([0, 1]), np.array([0, 1]), feat_q=np.ones((2, 3), np.float32),
+                     feat_g=np.ones((2, 3), np.float32))
+
+
 def test_bad_labels():
     score = np.zeros((3, 4), np.float32)
     with pytest.raises(ValueError, match="labels_q contains NaN"):
@@ -844,6 +865,38 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
         np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
         for name in env:
             monkeypatch.delenv(name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features", ["normal cosine", "outliers", "integer dot"])
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_gpu_tiles_stored_ahead(rng, monkeypatch, features, mode):
+    """The feature pass's first chunk stored on a stream of its own while the
+    genuine pairs are found (and, exact with more levels than the shared
+    counters, the chunk after the probe while the host reads it), where the
+    evaluator was told the rows of its add_rows calls: counted as stored when
+    the first call's rows are those, made again when not (told 1 row, 200 or
+    more than there are, while the calls count all rows or 256 at a time),
+    never used where the evaluator was told nothing. Every count equals the
+    CPU's; the partitioned count (normal cosine) and the keys set aside
+    (outliers) both follow a probe."""
+    labels_q, labels_g, feat_q, feat_g, similarity = aside_workload(rng, features)
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g,
+                  similarity=similarity, mode=mode)
+    cpu = roc.evaluate(**kwargs)
+    moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+             for k, v in kwargs.items()}
+    monkeypatch.setenv("EXT_ROC_CHUNK_TILES", "40")  # 57 chunks of the 2,256 tiles
+    for rows in (None, 0, 1, 200, 10 ** 9):
+        for chunk in (None, 256 * len(labels_g)):
+            with monkeypatch.context() as told:
+                if rows is not None:
+                    hint_rows(told, rows)
+                gpu = roc.evaluate(chunk=chunk, **moved)
+            for name, value in cpu.counts.items():
+                np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value),
+                                              err_msg="%s %s %s" % (name, rows, chunk))
+            np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
 
 
 @pytest.mark.gpu

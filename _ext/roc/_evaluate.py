@@ -120,7 +120,7 @@ def _numpy(pointer, n, dtype):
 
 
 def _config(fn, mode, same_set=0, similarity="cosine", bins=1024, bin_range_=(-1.0, 1.0),
-            row_offset=0):
+            row_offset=0, step_rows=0):
     config = ffi.new("roc_eval_config *")
     config.caller = fn.encode()[:31]
     config.mode = MODE_CODES[mode]
@@ -129,6 +129,7 @@ def _config(fn, mode, same_set=0, similarity="cosine", bins=1024, bin_range_=(-1
     config.row_offset = row_offset
     config.bins = bins
     config.range_lo, config.range_hi = bin_range_
+    config.step_rows = step_rows
     return config
 
 
@@ -245,8 +246,10 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
         setup["pairs_in_rows"] = lambda b, e: _pairs_in_rows(b, e, row_offset, n_gallery,
                                                              same_set)
         setup["pairs"] = PAIRS_NAMES[same_set]
+        features = held["score"] is None
         config = _config(fn, options.mode, same_set, options.similarity, options.bins,
-                         options.range, row_offset)
+                         options.range, row_offset,
+                         options.rows_per_step(setup["device"], n_gallery, features))
         args = [_ffi.describe(ffi, fn, "labels_q", held["labels_q"]),
                 _ffi.describe(ffi, fn, "labels_g", held["labels_g"])]
         args += [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
@@ -255,7 +258,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
         _ffi.check(ffi, lib, lib.roc_eval_create(handle, config, *args,
                                                  _ffi.cuda_stream(ffi, held["labels_q"])))
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
-                          setup["device"], features=held["score"] is None)
+                          setup["device"], features=features)
 
     return _counted(fn, options, session, prepare, create)
 

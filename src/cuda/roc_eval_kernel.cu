@@ -1189,20 +1189,29 @@ cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float
     return cudaSuccess;
 }
 
-/* Rows [begin, end) of `side` prepared (k-major, padded to whole tiles),
- * unless they are already. */
-cudaError_t prepare_block(ExtDeviceArena &arena, const FeatureOperands &f, FeatureSide &side,
-                          int64_t begin, int64_t end)
+/* Room in `side` for a block of rows [begin, end) prepared: once, the largest
+ * block there is. */
+cudaError_t prepare_room(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end)
+{
+    const int64_t ld = round_up(end - begin, roc_gemm::kBM);
+    if (side.prepared.size() >= size_t(f.k_pad * ld))
+        return cudaSuccess;
+    return side.prepared.allocate(f.k_pad *
+                                  std::min(side.block_rows, round_up(side.n, roc_gemm::kBM)));
+}
+
+/* Rows [begin, end) of `side` prepared (k-major, padded to whole tiles) on
+ * `stream`, unless they are already. */
+cudaError_t prepare_block(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end,
+                          cudaStream_t stream)
 {
     if (side.end > side.begin && side.begin == begin && side.end == end)
         return cudaSuccess;
     const int64_t ld = round_up(end - begin, roc_gemm::kBM);
-    if (side.prepared.size() < size_t(f.k_pad * ld)) /* once: the largest block there is */
-        EXT_CUDA_TRY(side.prepared.allocate(
-            f.k_pad * std::min(side.block_rows, round_up(side.n, roc_gemm::kBM))));
+    EXT_CUDA_TRY(prepare_room(f, side, begin, end));
     if (f.k_pad > 0) {
         const dim3 grid(unsigned(ld / 32), unsigned((f.k_pad + 31) / 32));
-        prepare_kernel<<<grid, dim3(32, 8), 0, arena.stream()>>>(
+        prepare_kernel<<<grid, dim3(32, 8), 0, stream>>>(
             side.x + begin * f.dim, end - begin, f.dim,
             side.inverse ? side.inverse + begin : nullptr, side.prepared.get(), ld, f.k_pad);
         EXT_CUDA_TRY(cudaGetLastError());
@@ -1210,6 +1219,14 @@ cudaError_t prepare_block(ExtDeviceArena &arena, const FeatureOperands &f, Featu
     side.begin = begin;
     side.end = end;
     return cudaSuccess;
+}
+
+/* The operands of query rows [qa, qb) and gallery columns [ga, gb), as
+ * prepare_block left them. */
+Operands block_operands(const FeatureOperands &f, int64_t qa, int64_t qb, int64_t ga, int64_t gb)
+{
+    return Operands{f.q.prepared.get(),  f.g.prepared.get(), round_up(qb - qa, roc_gemm::kBM),
+                    round_up(gb - ga, roc_gemm::kBN), f.k_pad, qa, ga, gb};
 }
 
 /* launch(op, begin, end) for query rows [begin, end) against every gallery
@@ -1224,20 +1241,38 @@ cudaError_t over_feature_blocks(ExtDeviceArena &arena, FeatureOperands &f, int64
     for (int64_t qa = row_begin / roc_gemm::kBM * roc_gemm::kBM; qa < row_end;
          qa += f.q.block_rows) {
         const int64_t qb = std::min(qa + f.q.block_rows, row_end);
-        EXT_CUDA_TRY(prepare_block(arena, f, f.q, qa, qb));
+        EXT_CUDA_TRY(prepare_block(f, f.q, qa, qb, arena.stream()));
         const int64_t first = f.g.end > f.g.begin ? f.g.begin / f.g.block_rows : 0;
         for (int64_t c = 0; c < n_chunks; c++) {
             const int64_t ga = (first + c) % n_chunks * f.g.block_rows;
             const int64_t gb = std::min(ga + f.g.block_rows, f.g.n);
-            EXT_CUDA_TRY(prepare_block(arena, f, f.g, ga, gb));
-            const Operands op{f.q.prepared.get(), f.g.prepared.get(),
-                              round_up(qb - qa, roc_gemm::kBM), round_up(gb - ga, roc_gemm::kBN),
-                              f.k_pad, qa, ga, gb};
-            EXT_CUDA_TRY(launch(op, std::max(row_begin, qa), qb));
+            EXT_CUDA_TRY(prepare_block(f, f.g, ga, gb, arena.stream()));
+            EXT_CUDA_TRY(launch(block_operands(f, qa, qb, ga, gb), std::max(row_begin, qa), qb));
         }
     }
     return cudaSuccess;
 }
+
+/* The tiles a feature pass's chunk holds, or will once the stream reaches
+ * their tile_kernel: tiles [tile_begin, tile_end) of rows [row_begin,
+ * row_end) of the operands from query row m_base and gallery columns
+ * [n_begin, n_end). None where m_base < 0. */
+struct StoredTiles {
+    int64_t m_base = -1, n_begin = 0, n_end = 0, row_begin = 0, row_end = 0, tile_begin = 0,
+            tile_end = 0;
+
+    static StoredTiles of(const Operands &op, const PassParams &q)
+    {
+        return StoredTiles{op.m_base, op.n_begin, op.n_end, q.row_begin, q.row_end,
+                           q.tile_begin, q.tile_end};
+    }
+    /* whether they are the tiles from q.tile_begin of the same rows and operands */
+    bool start(const Operands &op, const PassParams &q) const
+    {
+        return m_base >= 0 && m_base == op.m_base && n_begin == op.n_begin && n_end == op.n_end &&
+               row_begin == q.row_begin && row_end == q.row_end && tile_begin == q.tile_begin;
+    }
+};
 
 } // namespace
 
@@ -1288,8 +1323,19 @@ struct roc_eval_cuda {
     Buffer<uint32_t> acc_keys;
     Buffer<unsigned long long> acc_counts;
     int64_t n_acc = 0;
-    /* the feature pass's chunk of stored tiles (tile_kernel) */
+    /* the feature pass's chunk of stored tiles (tile_kernel), and which */
     Buffer<float> chunk;
+    StoredTiles stored{};
+    /* exact and binned from features, where the caller said the rows of its
+     * add_rows calls (src.step_rows): tiles stored ahead on a stream of their
+     * own, from ahead_start on the evaluator's stream, until ahead_done
+     * (pending until the evaluator's stream waits for it): the first call's
+     * first chunk, beside the genuine pairs' kernels and the host's work up to
+     * that call; the chunk after the probe, while the host reads it. On one
+     * stream the GPU waited for those ~0.4 ms of the blog size's 5.8 (H100). */
+    cudaStream_t ahead = nullptr;
+    cudaEvent_t ahead_start = nullptr, ahead_done = nullptr;
+    bool ahead_pending = false;
     /* pairs, NaN pairs */
     Buffer<unsigned long long> totals;
     int pass_blocks = 0;
@@ -1306,6 +1352,16 @@ struct roc_eval_cuda {
           aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
+    }
+    ~roc_eval_cuda() /* before the buffers go: the tiles stored ahead are written */
+    {
+        if (ahead) {
+            cudaStreamSynchronize(ahead);
+            cudaStreamDestroy(ahead);
+        }
+        for (cudaEvent_t e : {ahead_start, ahead_done})
+            if (e)
+                cudaEventDestroy(e);
     }
 };
 
@@ -1595,20 +1651,52 @@ int64_t tile_blocks(int64_t begin, int64_t end)
 }
 
 /* Tiles [q.tile_begin, q.tile_end) of a feature pass stored into `chunk`
- * (tile_kernel), then counted (count_tiles_kernel<kMode>, `blocks` blocks
- * with `shared` bytes of counters; kPartitioned: partition_kernel, its
- * blocks set_ranges'); kAside's keys set aside then counted where
- * `aside_due` (count_aside_kernel, a block for each warp of `blocks`). */
-template <int kMode>
-cudaError_t store_and_count(cudaStream_t stream, const Operands &op, const PassParams &q,
-                            float *chunk, int blocks, size_t shared, bool aside_due = false)
+ * (tile_kernel, at most `blocks` blocks). */
+cudaError_t store_tiles(cudaStream_t stream, const Operands &op, const PassParams &q, float *chunk,
+                        int64_t blocks = INT64_MAX)
 {
     const int tile_shared = int(sizeof(FeatureTile::Shared));
-    const unsigned n_tile_blocks = unsigned(tile_blocks(q.tile_begin, q.tile_end));
+    const unsigned n_tile_blocks =
+        unsigned(std::min(blocks, tile_blocks(q.tile_begin, q.tile_end)));
     EXT_CUDA_TRY(cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       tile_shared));
     tile_kernel<<<n_tile_blocks, FeatureTile::kThreads, tile_shared, stream>>>(op, q, chunk);
-    EXT_CUDA_TRY(cudaGetLastError());
+    return cudaGetLastError();
+}
+
+/* The evaluator's stream waits for the tiles stored ahead (before it reads
+ * them, writes over them or over their operands). */
+cudaError_t join_ahead(roc_eval_cuda *ev)
+{
+    if (!ev->ahead_pending)
+        return cudaSuccess;
+    ev->ahead_pending = false;
+    return cudaStreamWaitEvent(ev->arena.stream(), ev->ahead_done, 0);
+}
+
+/* The same into the evaluator's chunk, unless it holds them already (stored
+ * ahead: the first call's first chunk, the chunk after the probe). */
+cudaError_t store_tiles(roc_eval_cuda *ev, const Operands &op, const PassParams &q)
+{
+    EXT_CUDA_TRY(join_ahead(ev));
+    if (ev->stored.start(op, q) && ev->stored.tile_end == q.tile_end)
+        return cudaSuccess;
+    ev->stored = StoredTiles{};
+    EXT_CUDA_TRY(chunk_room(ev->chunk, q.tile_end - q.tile_begin));
+    EXT_CUDA_TRY(store_tiles(ev->arena.stream(), op, q, ev->chunk.get()));
+    ev->stored = StoredTiles::of(op, q);
+    return cudaSuccess;
+}
+
+/* The stored tiles [q.tile_begin, q.tile_end) of `chunk` counted
+ * (count_tiles_kernel<kMode>, `blocks` blocks with `shared` bytes of
+ * counters; kPartitioned: partition_kernel, its blocks set_ranges'); kAside's
+ * keys set aside then counted where `aside_due` (count_aside_kernel, a block
+ * for each warp of `blocks`). */
+template <int kMode>
+cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassParams &q,
+                         float *chunk, int blocks, size_t shared, bool aside_due = false)
+{
     if constexpr (kMode == kPartitioned) {
         partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q,
                                                                                            chunk);
@@ -1661,10 +1749,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     if (features) {
         int64_t tiles_m, tiles_n;
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
-        /* chunks of tiles, each stored then counted; partitioned, each
-         * drained after it */
+        /* chunks of tiles, each stored then counted (one stored ahead as it
+         * is); partitioned, each drained after it */
         const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
-        EXT_CUDA_TRY(chunk_room(ev->chunk, step));
         /* kAside: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
          * the pairs since the last time would fill a quarter of each; a
@@ -1673,10 +1760,12 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const size_t warps = size_t(blocks) * (kThreads / 32);
         const uint32_t segment = kMode == kAside ? uint32_t(ev->aside_keys.size() / warps) : 0;
         double aside_fill = 0;
-        for (int64_t t = tile_from; t < tiles; t += step) {
-            PassParams q = p;
-            q.tile_begin = t;
-            q.tile_end = std::min(t + step, tiles);
+        PassParams q = p;
+        for (q.tile_end = tile_from; q.tile_end < tiles;) {
+            q.tile_begin = q.tile_end;
+            q.tile_end = std::min(q.tile_begin + step, tiles);
+            if (ev->stored.start(*op, q) && ev->stored.tile_end < q.tile_end)
+                q.tile_end = ev->stored.tile_end;
             q.tile_first = tile_from;
             q.aside_segment = segment;
             aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside_share /
@@ -1684,8 +1773,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4.0;
             if (aside_due)
                 aside_fill = 0;
+            EXT_CUDA_TRY(store_tiles(ev, *op, q));
             EXT_CUDA_TRY(
-                store_and_count<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared, aside_due));
+                count_stored<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared, aside_due));
             if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
@@ -1700,6 +1790,81 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         EXT_CUDA_TRY(cudaGetLastError());
     }
     return merge_top();
+}
+
+/* The blocks of tile_kernel storing the first chunk ahead: two on all but
+ * 1/16 of the multiprocessors, where the genuine pairs' kernels run beside
+ * it (else they would wait for the whole chunk). At the blog size, H100:
+ * 5.61 ms with 8 of 132 beside, 5.72 with 16 or 24, 5.78 with 32; on
+ * another machine 5.82 with 4 and 6.48 with none. */
+int64_t first_chunk_blocks()
+{
+    return 2 * std::max(1, ext_sm_count() - ext_sm_count() / 16);
+}
+
+/* The tiles the first launch of a feature pass over `tiles` tiles makes where
+ * it probes (set_levels' probe_count), the first chunk stored ahead: seven
+ * waves of first_chunk_blocks (within the partition's chunk), at most half
+ * of them, at least one. */
+int64_t probe_tiles(int64_t tiles)
+{
+    const int64_t chunk = std::min(chunk_tiles(kPartitioned, tiles), 7 * first_chunk_blocks());
+    return std::max(int64_t(1), std::min(tiles / 2, chunk));
+}
+
+/* Tiles q of `op` stored on the ahead stream, once the evaluator's stream is
+ * done with what it was given (the chunk's last count); with the operands
+ * of its first block prepared there first where `first` (rows [op.m_base,
+ * q.row_end), columns [op.n_begin, op.n_end); their room allocated). Every
+ * buffer is allocated before, in the evaluator's stream's order. */
+cudaError_t store_ahead(roc_eval_cuda *ev, const Operands &op, const PassParams &q, bool first,
+                        int64_t blocks)
+{
+    FeatureOperands &f = ev->features;
+    EXT_CUDA_TRY(join_ahead(ev));
+    ev->stored = StoredTiles{};
+    EXT_CUDA_TRY(chunk_room(ev->chunk, q.tile_end - q.tile_begin));
+    EXT_CUDA_TRY(cudaEventRecord(ev->ahead_start, ev->arena.stream()));
+    EXT_CUDA_TRY(cudaStreamWaitEvent(ev->ahead, ev->ahead_start, 0));
+    if (first) {
+        EXT_CUDA_TRY(prepare_block(f, f.q, op.m_base, q.row_end, ev->ahead));
+        EXT_CUDA_TRY(prepare_block(f, f.g, op.n_begin, op.n_end, ev->ahead));
+    }
+    EXT_CUDA_TRY(store_tiles(ev->ahead, op, q, ev->chunk.get(), blocks));
+    EXT_CUDA_TRY(cudaEventRecord(ev->ahead_done, ev->ahead));
+    ev->ahead_pending = true;
+    ev->stored = StoredTiles::of(op, q);
+    return cudaSuccess;
+}
+
+/* The first add_rows call's first chunk (where the evaluator has an ahead
+ * stream: the caller said the call's rows), as its first launch will count
+ * it: the first block of query rows [0, qb) against the first chunk of the
+ * gallery (over_feature_blocks'), the probe's tiles (exact; where it does
+ * not probe, the rest of its first chunk follows), else a chunk of the
+ * mode's size made in whole waves of first_chunk_blocks. */
+cudaError_t store_first_tiles(roc_eval_cuda *ev)
+{
+    if (!ev->ahead)
+        return cudaSuccess;
+    FeatureOperands &f = ev->features;
+    const int64_t qb = std::min(f.q.block_rows, std::min(ev->src.n_query, ev->src.step_rows));
+    const int64_t gb = std::min(f.g.block_rows, f.g.n);
+    EXT_CUDA_TRY(prepare_room(f, f.q, 0, qb));
+    EXT_CUDA_TRY(prepare_room(f, f.g, 0, gb));
+    const Operands op = block_operands(f, 0, qb, 0, gb);
+    PassParams q = pass_params(ev, 0, qb, nullptr);
+    int64_t tiles_m, tiles_n;
+    const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
+    const int64_t waves = 7 * first_chunk_blocks();
+    q.tile_begin = 0;
+    q.tile_end = ev->src.mode == kExact
+                     ? probe_tiles(tiles)
+                     : std::min({chunk_tiles(ev->src.mode, tiles), waves, tiles});
+    /* room for the chunk after it too (stored ahead after the probe): a
+     * buffer allocated then took up to 0.37 ms of the host's (H100) */
+    EXT_CUDA_TRY(chunk_room(ev->chunk, std::min(chunk_tiles(kPartitioned, tiles), tiles)));
+    return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 
 /* Curve mode: the rows' keys, sorted and run-length encoded, merged into the
@@ -1870,9 +2035,17 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         EXT_CUDA_TRY(prepare_list(ev));
         EXT_CUDA_TRY(find_list_genuine(ev, genuine, totals, bad));
     } else {
-        if (s.feat_q)
+        if (s.feat_q) {
             EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
                                        s.n_gallery, s.dim, s.similarity));
+            if (s.step_rows > 0 && s.n_query > 0 && s.n_gallery > 0 &&
+                (s.mode == kExact || s.mode == kBinned)) {
+                EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->ahead, cudaStreamNonBlocking));
+                for (cudaEvent_t *e : {&ev->ahead_start, &ev->ahead_done})
+                    EXT_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+                EXT_CUDA_TRY(store_first_tiles(ev));
+            }
+        }
         EXT_CUDA_TRY(find_genuine(ev, genuine, totals));
     }
     if (bad->kind)
@@ -2160,11 +2333,15 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
  * a quarter of its count's instructions; ncu, H100). Else directly, as the
  * probe did. The level count alone does not tell (1e10:
  * 200,000 levels, 0.2% of the pairs above; H100, dev/NOTES.md). One
- * synchronization an evaluation; the buffers only where chosen. */
-cudaError_t choose_count(roc_eval_cuda *ev)
+ * synchronization an evaluation, while the tiles `next` (of op's) are
+ * stored ahead where the evaluator has an ahead stream; the buffers only
+ * where chosen. */
+cudaError_t choose_count(roc_eval_cuda *ev, const Operands &op, const PassParams &next)
 {
     ev->probe_count = false;
     cudaStream_t stream = ev->arena.stream();
+    if (ev->ahead && next.tile_begin < next.tile_end)
+        EXT_CUDA_TRY(store_ahead(ev, op, next, false, INT64_MAX));
     unsigned long long totals[2] = {0, 0}, below = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(totals, ev->totals.get(), sizeof totals, cudaMemcpyDeviceToHost,
                                  stream));
@@ -2230,6 +2407,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     (void)counts; /* counted on the device; roc_eval_cuda_fetch copies them */
     ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
+    EXT_CUDA_TRY(join_ahead(ev)); /* before the operands are prepared again */
     /* a list's pairs [row_begin, row_end) are one row of a pass */
     const bool list = ev->src.list;
     const int64_t n = list ? row_end - row_begin : (row_end - row_begin) * ev->src.n_gallery;
@@ -2256,9 +2434,12 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
              * wave (the blog size, H100). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
-            tile_from = std::max(int64_t(1), std::min(tiles / 2, chunk_tiles(kPartitioned, tiles)));
+            tile_from = probe_tiles(tiles);
             EXT_CUDA_TRY(launch_pass<kExact>(ev, q, row_begin, op, 0, tile_from));
-            EXT_CUDA_TRY(choose_count(ev));
+            PassParams next = q;
+            next.tile_begin = tile_from;
+            next.tile_end = std::min(tile_from + chunk_tiles(kPartitioned, tiles), tiles);
+            EXT_CUDA_TRY(choose_count(ev, *op, next));
             if (tile_from == tiles)
                 return cudaSuccess;
         }
@@ -2400,8 +2581,9 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             for (int64_t t = 0; t < tiles; t += step) {
                 p.tile_begin = t;
                 p.tile_end = std::min(t + step, tiles);
-                EXT_CUDA_TRY(store_and_count<kStore>(arena.stream(), op, p, chunk.get(),
-                                                     ext_sm_count() * 2, 0));
+                EXT_CUDA_TRY(store_tiles(arena.stream(), op, p, chunk.get()));
+                EXT_CUDA_TRY(count_stored<kStore>(arena.stream(), op, p, chunk.get(),
+                                                  ext_sm_count() * 2, 0));
             }
             return cudaSuccess;
         }));
