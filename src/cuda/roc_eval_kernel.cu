@@ -2427,11 +2427,11 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         PassParams q = given;
         int64_t tile_from = 0;
         if (ev->probe_count && op) {
-            /* a chunk's tiles (the partition's 7 waves: within the IFRT
-             * size's memory), at most half of them, counted directly; their
-             * pairs choose how the rest are. A wave of them took a count
-             * launch of its own, 32 us where a chunk's count takes ~10 us a
-             * wave (the blog size, H100). */
+            /* probe_tiles' chunk (the first one stored ahead, within the
+             * IFRT size's memory) counted directly; its pairs choose how the
+             * rest are, while the next chunk is stored ahead. A wave of them
+             * took a count launch of its own, 32 us where a chunk's count
+             * takes ~10 us a wave (the blog size, H100). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
             tile_from = probe_tiles(tiles);
