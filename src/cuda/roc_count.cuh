@@ -84,9 +84,17 @@ constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts
  * score times scale, a power of two, in whole numbers (a conversion that
  * saturates). Either rises with the key, so buckets of it are intervals of
  * keys; host_range_axis (roc_eval_kernel.cu) gives the same numbers. */
+__device__ __forceinline__ uint32_t score_axis(uint32_t key, float scale)
+{
+    /* roc_key_score without a branch: flip the sign bit of a key whose top
+     * bit is set (a score >= 0), every bit of one whose top bit is clear */
+    const uint32_t flip = ~uint32_t(int32_t(key) >> 31) | 0x80000000u;
+    return uint32_t(__float2int_rz(__fmul_rn(__uint_as_float(key ^ flip), scale)));
+}
+
 __device__ __forceinline__ uint32_t range_axis(uint32_t key, float scale)
 {
-    return scale > 0.0f ? uint32_t(__float2int_rz(__fmul_rn(roc_key_score(key), scale))) : key;
+    return scale > 0.0f ? score_axis(key, scale) : key;
 }
 
 /* The ranges, and the device buffer their keys wait in until the drain. */
@@ -869,8 +877,11 @@ class RangeSorter {
         __syncthreads();
     }
 
-    /* A tile's keys (kSortKeys), kKeys a thread; every thread calls it. */
-    __device__ void sort(const uint32_t (&key)[kKeys])
+    /* A tile's keys (kSortKeys), kKeys a thread; every thread calls it.
+     * kScoreAxis: whether the index's buckets are even in the score
+     * (p.part.scale > 0), chosen once a kernel so that a lookup does not
+     * test it. */
+    template <bool kScoreAxis> __device__ void sort(const uint32_t (&key)[kKeys])
     {
         /* the histogram, kLook lookups at once so that their reads overlap */
         constexpr int kLook = 8;
@@ -878,13 +889,11 @@ class RangeSorter {
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
             int slot[kLook];
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                slot[u] = histogram_slot(key[u0 + u]);
+            histogram_slots<kScoreAxis>(key + u0, slot);
 #pragma unroll
             for (int u = 0; u < kLook; u++) {
                 atomicAdd(&fill()[slot[u]], 1u);
-                any = any || key[u0 + u] >= lowest_;
+                any = any || slot[u] != kDiscard;
             }
         }
         if (!reserve_segments(any))
@@ -893,9 +902,7 @@ class RangeSorter {
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
             int slot[kLook];
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                slot[u] = histogram_slot(key[u0 + u]);
+            histogram_slots<kScoreAxis>(key + u0, slot);
 #pragma unroll
             for (int u = 0; u < kLook; u++)
                 slot[u] = atomicAdd(&fill()[slot[u]], 1u) & 0xffffu;
@@ -904,7 +911,7 @@ class RangeSorter {
                 sorted()[slot[u]] = key[u0 + u];
         }
         __syncthreads();
-        write_segments();
+        write_segments<kScoreAxis>();
     }
 
     /* What the block's parts of the segments hold, and what it asked for. */
@@ -931,12 +938,29 @@ class RangeSorter {
         return reinterpret_cast<uint16_t *>(shared_ + 4 * kHistogram + kSortKeys);
     }
 
-    /* A key's histogram slot: its range, or kDiscard below the lowest level
-     * (ROC_NO_KEY among them), chosen without a branch. */
-    __device__ __forceinline__ int histogram_slot(uint32_t key) const
+    /* The histogram slots of keys key[0 .. kN): each one's range, or
+     * kDiscard below the lowest level (ROC_NO_KEY among them). Each key is
+     * clamped to the levels' span and looked up without a branch; the few
+     * whose bucket a range starts inside (kAmbiguous) then bisect, behind one
+     * test for all kN. A lookup had taken ~29 instructions, branches around
+     * the rare cases most of them, and three a key a third of the
+     * partition's (ncu, dev/NOTES.md, nineteenth pass). */
+    template <bool kScoreAxis, int kN>
+    __device__ __forceinline__ void histogram_slots(const uint32_t *key, int (&slot)[kN]) const
     {
-        const int range = range_of(max(key, lowest_));
-        return key >= lowest_ ? range : kDiscard;
+        int ambiguous = 0;
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            const int entry = range_index()[bucket_of<kScoreAxis>(key[u])];
+            slot[u] = key[u] >= lowest_ ? entry : kDiscard;
+            ambiguous |= slot[u];
+        }
+        if (ambiguous & kAmbiguous) {
+#pragma unroll
+            for (int u = 0; u < kN; u++)
+                if (slot[u] & kAmbiguous)
+                    slot[u] = settle(min(key[u], highest_), slot[u]);
+        }
     }
 
     /* After the histogram: false where no key was above the lowest level.
@@ -987,7 +1011,7 @@ class RangeSorter {
     /* After the scatter: the sorted keys to their segments, those past a full
      * segment's end counted directly, kWrite a thread at once; the histogram
      * zeroed for the next keys. */
-    __device__ void write_segments()
+    template <bool kScoreAxis> __device__ void write_segments()
     {
         constexpr int kWrite = 4;
         for (uint32_t t0 = threadIdx.x; t0 < n_above_; t0 += kWrite * kPartitionThreads) {
@@ -996,11 +1020,9 @@ class RangeSorter {
 #pragma unroll
             for (int u = 0; u < kWrite; u++) {
                 const uint32_t t = t0 + u * kPartitionThreads;
-                key[u] = t < n_above_ ? sorted()[t] : 0u;
+                key[u] = t < n_above_ ? sorted()[t] : lowest_;
             }
-#pragma unroll
-            for (int u = 0; u < kWrite; u++)
-                range[u] = range_of(max(key[u], lowest_));
+            histogram_slots<kScoreAxis>(key, range); /* the keys' ranges: none is below */
 #pragma unroll
             for (int u = 0; u < kWrite; u++) {
                 const uint32_t t = t0 + u * kPartitionThreads;
@@ -1018,20 +1040,24 @@ class RangeSorter {
         __syncthreads(); /* zero before the next keys' histogram */
     }
 
-    /* The range of a key at or above the lowest level. Its bucket's entry is
-     * the range of the bucket's first key, kAmbiguous set where a range
-     * starts inside the bucket: then the last range between that one and the
-     * next bucket's whose lowest level is at or below the key (the next
-     * bucket's, where it starts with that bucket, has its lowest level
-     * there: above the key). */
-    __device__ __forceinline__ int range_of(uint32_t key) const
+    /* The index's bucket of a key clamped to the levels' span (a key above
+     * the highest level is in the last range, as the highest level is). */
+    template <bool kScoreAxis> __device__ __forceinline__ uint32_t bucket_of(uint32_t key) const
     {
-        if (key > highest_)
-            return p_.part.n_ranges - 1;
+        const uint32_t k = min(max(key, lowest_), highest_);
+        const uint32_t axis = kScoreAxis ? score_axis(k, p_.part.scale) : k;
+        return (axis - p_.part.base) >> p_.part.shift;
+    }
+
+    /* The range of a key between the lowest and the highest level whose
+     * bucket's index entry, `entry`, is kAmbiguous: a range starts inside the
+     * bucket, so the key's is the last range between the entry's and the
+     * next bucket's whose lowest level is at or below the key (the next
+     * bucket's, where it starts with that bucket, has its lowest level there:
+     * above the key). */
+    __device__ int settle(uint32_t key, int entry) const
+    {
         const uint32_t bucket = (range_axis(key, p_.part.scale) - p_.part.base) >> p_.part.shift;
-        const int entry = range_index()[bucket];
-        if (!(entry & kAmbiguous))
-            return entry;
         int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;

@@ -290,8 +290,10 @@ __global__ void __launch_bounds__(kThreads)
  * the lowest level as count_tiles_kernel does, and sorts the other keys by
  * range into the ranges' segments. Before, the count wrote each half tile
  * with a key above the lowest level to a buffer of its own, which this
- * kernel then read: a pass over every such pair more.
+ * kernel then read: a pass over every such pair more. kScoreAxis: the range
+ * index's buckets are even in the score (p.part.scale > 0), else in the key.
  */
+template <bool kScoreAxis>
 __global__ void __launch_bounds__(kPartitionThreads, 2)
     partition_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
 {
@@ -336,7 +338,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
         /* a tile below the lowest level, as most are where few pairs lie
          * among the levels, is counted already */
         if (__syncthreads_or(any))
-            sorter.sort(key);
+            sorter.sort<kScoreAxis>(key);
     });
     sorter.end_block();
     counter.end_block();
@@ -472,14 +474,13 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
 #pragma unroll
             for (int u = 0; u < kKeys; u++)
                 key[u] = t0 + u * stride < end ? keys[t0 + u * stride] : lo;
+            /* a key clamped to the range's span: below its lowest level the
+             * bisection ends at 0, above its highest at n_range */
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
-                a[u] = z[u] = key[u] < lo ? 0u : uint32_t(n_range);
-                if (key[u] >= lo && key[u] <= hi && t0 + u * stride < end) {
-                    const uint32_t bucket = (key[u] - lo) >> k.shift;
-                    a[u] = index[bucket];
-                    z[u] = index[bucket + 1];
-                }
+                const uint32_t bucket = (min(max(key[u], lo), hi) - lo) >> k.shift;
+                a[u] = index[bucket];
+                z[u] = index[bucket + 1];
             }
             /* the steps without a branch a key: selects, not an if around
              * each key's step (ncu: its divergence barriers and branches took
@@ -1698,8 +1699,12 @@ cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassPara
                          float *chunk, int blocks, size_t shared, bool aside_due = false)
 {
     if constexpr (kMode == kPartitioned) {
-        partition_kernel<<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q,
-                                                                                           chunk);
+        if (q.part.scale > 0.0f)
+            partition_kernel<true>
+                <<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q, chunk);
+        else
+            partition_kernel<false>
+                <<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q, chunk);
     } else {
         count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
         if (kMode == kAside && aside_due) {
@@ -2187,12 +2192,14 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
     ev->range_keys_total = partition_keys(U);
-    EXT_CUDA_TRY(cudaFuncSetAttribute(partition_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const void *partition = cut.scale > 0.0f
+                                ? reinterpret_cast<const void *>(partition_kernel<true>)
+                                : reinterpret_cast<const void *>(partition_kernel<false>);
+    EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
     int per_sm = 0;
-    EXT_CUDA_TRY(ext_blocks_per_sm(reinterpret_cast<const void *>(partition_kernel),
-                                   kPartitionThreads, RangeSorter::kSharedBytes, &per_sm));
+    EXT_CUDA_TRY(ext_blocks_per_sm(partition, kPartitionThreads, RangeSorter::kSharedBytes,
+                                   &per_sm));
     /* each keeps a Counter, and its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
     EXT_CUDA_TRY(ev->range_first.allocate(n_ranges + 1));
