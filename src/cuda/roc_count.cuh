@@ -884,7 +884,7 @@ class RangeSorter {
     template <bool kScoreAxis> __device__ void sort(const uint32_t (&key)[kKeys])
     {
         /* the histogram, kLook lookups at once so that their reads overlap */
-        constexpr int kLook = 8;
+        constexpr int kLook = 4;
         bool any = false;
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
