@@ -80,18 +80,19 @@ constexpr int kPartitionThreads = 512;
 constexpr int kCounterMaxWarps = kPartitionThreads / 32;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 
-/* A key's place on the index's axis: the key itself, or (scale > 0) its
- * score times scale, a power of two, in whole numbers (a conversion that
- * saturates). Either rises with the key, so buckets of it are intervals of
- * keys; host_range_axis (roc_eval_kernel.cu) gives the same numbers. */
+/* range_axis's score axis: the key's score (roc_key_score without a branch:
+ * the sign bit flipped where the key's top bit is set, a score >= 0, every
+ * bit where it is clear) times scale, in whole numbers. */
 __device__ __forceinline__ uint32_t score_axis(uint32_t key, float scale)
 {
-    /* roc_key_score without a branch: flip the sign bit of a key whose top
-     * bit is set (a score >= 0), every bit of one whose top bit is clear */
     const uint32_t flip = ~uint32_t(int32_t(key) >> 31) | 0x80000000u;
     return uint32_t(__float2int_rz(__fmul_rn(__uint_as_float(key ^ flip), scale)));
 }
 
+/* A key's place on the index's axis: the key itself, or (scale > 0) its
+ * score times scale, a power of two, in whole numbers (a conversion that
+ * saturates). Either rises with the key, so buckets of it are intervals of
+ * keys; host_range_axis (roc_eval_kernel.cu) gives the same numbers. */
 __device__ __forceinline__ uint32_t range_axis(uint32_t key, float scale)
 {
     return scale > 0.0f ? score_axis(key, scale) : key;
@@ -942,9 +943,9 @@ class RangeSorter {
      * kDiscard below the lowest level (ROC_NO_KEY among them). Each key is
      * clamped to the levels' span and looked up without a branch; the few
      * whose bucket a range starts inside (kAmbiguous) then bisect, behind one
-     * test for all kN. A lookup had taken ~29 instructions, branches around
-     * the rare cases most of them, and three a key a third of the
-     * partition's (ncu, dev/NOTES.md, nineteenth pass). */
+     * test for all kN. A lookup had taken ~29 instructions, most of them
+     * branches around the rare cases, and a key's three lookups a third of
+     * the partition's instructions (ncu, dev/NOTES.md, nineteenth pass). */
     template <bool kScoreAxis, int kN>
     __device__ __forceinline__ void histogram_slots(const uint32_t *key, int (&slot)[kN]) const
     {
