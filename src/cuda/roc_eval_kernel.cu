@@ -419,6 +419,24 @@ struct DrainParams {
     uint32_t *gap_min;
 };
 
+/* src[0 .. n) to shared dst by a block of kDrainThreads, kFetch reads a
+ * thread in flight at once (one at a time, each waited on L2: a tenth of the
+ * drain's stalls, ncu, nineteenth pass). */
+template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int n)
+{
+    constexpr int kFetch = 8;
+    for (int i0 = threadIdx.x; i0 < n; i0 += kFetch * kDrainThreads) {
+        T v[kFetch];
+#pragma unroll
+        for (int u = 0; u < kFetch; u++)
+            v[u] = i0 + u * kDrainThreads < n ? __ldg(src + i0 + u * kDrainThreads) : T(0);
+#pragma unroll
+        for (int u = 0; u < kFetch; u++)
+            if (i0 + u * kDrainThreads < n)
+                dst[i0 + u * kDrainThreads] = v[u];
+    }
+}
+
 __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainParams d)
 {
     extern __shared__ uint32_t drain_shared[];
@@ -443,39 +461,14 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
     const uint32_t lo = d.levels[first], hi = d.levels[first + n_range - 1];
     const DrainBuckets k(lo, hi);
     const uint16_t *range_index = d.index + size_t(r) * kDrainIndexStride;
-    /* the range's levels and index, kFetch reads a thread in flight at once
-     * (one at a time, each waited on L2: a tenth of the drain's stalls, ncu,
-     * nineteenth pass) */
-    constexpr int kFetch = 8;
-    for (int i0 = threadIdx.x; i0 <= n_range; i0 += kFetch * kDrainThreads) {
-        uint32_t v[kFetch];
-#pragma unroll
-        for (int u = 0; u < kFetch; u++) {
-            const int i = i0 + u * kDrainThreads;
-            v[u] = i < n_range ? __ldg(d.levels + first + i) : 0xffffffffu; /* no key is NaN's */
-        }
-#pragma unroll
-        for (int u = 0; u < kFetch; u++) {
-            const int i = i0 + u * kDrainThreads;
-            if (i <= n_range) {
-                level[i] = v[u];
-                count[i] = 0;
-                lowest[i] = 0xffffffffu;
-            }
-        }
+    fetch_to_shared(level, d.levels + first, n_range);
+    fetch_to_shared(index, range_index, k.n_buckets + 1);
+    for (int i = threadIdx.x; i <= n_range; i += kDrainThreads) {
+        count[i] = 0;
+        lowest[i] = 0xffffffffu;
     }
-    for (int j0 = threadIdx.x; j0 <= k.n_buckets; j0 += kFetch * kDrainThreads) {
-        uint16_t v[kFetch];
-#pragma unroll
-        for (int u = 0; u < kFetch; u++) {
-            const int b = j0 + u * kDrainThreads;
-            v[u] = b <= k.n_buckets ? __ldg(range_index + b) : 0;
-        }
-#pragma unroll
-        for (int u = 0; u < kFetch; u++)
-            if (j0 + u * kDrainThreads <= k.n_buckets)
-                index[j0 + u * kDrainThreads] = v[u];
-    }
+    if (threadIdx.x == 0)
+        level[n_range] = 0xffffffffu; /* after the range's levels: no key is NaN's */
     __syncthreads();
     /* a key equal to none lies in gap i (after level i - 1, before level i).
      * Warps take parts side by
