@@ -51,14 +51,13 @@ constexpr int kThreads = 256; /* the counting passes' block */
 
 /* Partitioned exact counting: a range holds at most kRangeLevels
  * consecutive levels, whose counters fill a drain block's shared memory; the
- * partition kernel keeps the ranges' lowest levels and an index of
- * kRangeBuckets buckets from a key to its range in shared memory, and sorts
- * the kSortKeys keys of a stored tile at once with a block of
- * kPartitionThreads. */
+ * partition kernel keeps an index of kRangeBuckets buckets from a key to its
+ * range in shared memory, and stages the kSortKeys keys of a stored tile at
+ * once by range with a block of kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
 constexpr int kMaxRanges = 1023;
-/* the partition's histogram slot of keys below the lowest level, after every
- * range's: the sorting steps then go without a branch a key */
+/* the partition's slot of keys below the lowest level, after every range's:
+ * the staging steps then go without a branch a key */
 constexpr int kDiscard = kMaxRanges;
 constexpr int kHistogram = kMaxRanges + 1;
 /* buckets even in the key, or in the score, between the lowest and the
@@ -71,14 +70,28 @@ constexpr int kHistogram = kMaxRanges + 1;
  * multiprocessor (dev/NOTES.md, fifteenth and sixteenth passes). */
 constexpr int kRangeBuckets = 8192;
 constexpr int kHalfTilePairs = 64 * 128;
-/* the partition sorts a stored tile's keys at once: each range's keys of
- * them are one part of its segment, and bigger parts keep the drain's lanes
- * busy (dev/NOTES.md) */
+/* the partition stages a stored tile's keys at once: each range's keys of
+ * them are one run of stores to its segment (dev/NOTES.md) */
 constexpr int kSortKeys = 2 * kHalfTilePairs;
+/* staging slots for a tile's keys: 10% more than a tile holds, as much as
+ * leaves two partition blocks a multiprocessor (keys past their range's run
+ * go to the segment one at a time) */
+constexpr int kStageSlots = 18048;
+constexpr int kStageWords = kStageSlots / 32; /* the bitmap of the runs' starts */
+static_assert(kStageSlots % 32 == 0 && kStageSlots < 0x10000, "whole words, 16-bit slots");
 constexpr int kPartitionThreads = 512;
 /* the largest block that keeps a Counter: the partition kernel's */
 constexpr int kCounterMaxWarps = kPartitionThreads / 32;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
+
+/* roc_score_key in three instructions: -0 made +0 by adding +0 (exact, and
+ * no flush of subnormals without fast math), then the bits flipped by their
+ * sign. NaN comes out as some key; callers test it apart. */
+__device__ __forceinline__ uint32_t lean_score_key(float score)
+{
+    const uint32_t bits = __float_as_uint(__fadd_rn(score, 0.0f));
+    return bits ^ (uint32_t(int32_t(bits) >> 31) | 0x80000000u);
+}
 
 /* range_axis's score axis: the key's score (roc_key_score without a branch:
  * the sign bit flipped where the key's top bit is set, a score >= 0, every
@@ -122,6 +135,14 @@ struct RangePartition {
     int n_blocks;
     uint32_t *block_used; /* [b * n_ranges + r]: keys block b's part of range r holds */
     uint32_t *reserved;   /* keys asked of each segment since the last drain */
+    /* the partition's staging slots for a launch (segment_kernel): range
+     * r's run starts at slot stage_layout[r] & 0xffff and holds
+     * stage_layout[r] >> 16 slots (at least one); stage_owner[w] has bit i
+     * set where a run starts at slot 32 w + i, and the runs that start
+     * before slot 32 w, less one (a slot's range is that plus the bits at or
+     * below its own) */
+    const uint32_t *stage_layout;
+    const uint2 *stage_owner;
 };
 
 // ----------------------------------------------------------------------------
@@ -421,7 +442,7 @@ template <int kMode> class Counter {
             return 0;
     }
 
-    /* kExact, kAside and kPartitioned in a whole tile (every pair counted), a
+    /* kExact and kAside in a whole tile (every pair counted), a
      * thread's kN float4s of scores: each float4 whose four scores all lie
      * below the lowest level (float compares, which NaN fails) joins the run
      * of gap 0, at a compare, a min and a max a score, and bit u of the
@@ -523,13 +544,17 @@ template <int kMode> class Counter {
      * 4u + c of `use` (score c of float4 u) counted as pair() would count
      * them, except that key[4u + c] keeps each key at or above the lowest
      * level for the partition (else ROC_NO_KEY); true where one does. A
-     * handful of instructions a score, without a branch: each quad through
-     * quad_pairs and tally, the partition kernel spent 40 instructions a key
-     * on it (ncu, dev/NOTES.md, sixteenth pass). The top is looked at only
+     * handful of instructions a score, without a branch, the pairs below the
+     * lowest level among them (count_below ahead of it, as the other modes
+     * have, cost ~3 instructions a key and spared none). kAll: every pair of
+     * a whole tile (`use` all ones), the usual case, without a test of it.
+     * NaN, the pairs below and the least kept as counts a key: kept as bits
+     * instead, the partition kernel spilled and its partition of 3.5M levels
+     * ran 8% slower (dev/NOTES.md, twentieth pass). The top is looked at only
      * where the highest key could be it (as count_below does), from the
      * stored tile again (v[u] is stored at stored[u * stride]): v kept for it
      * beside the keys, the partition kernel spilled. */
-    template <int kN>
+    template <bool kAll, int kN>
     __device__ __forceinline__ bool keys_to_partition(const float4 (&v)[kN],
                                                       const float4 *stored, int stride,
                                                       uint32_t use, uint32_t (&key)[4 * kN])
@@ -539,8 +564,8 @@ template <int kMode> class Counter {
 #pragma unroll
         for (int i = 0; i < 4 * kN; i++) {
             const float s = component(v[i / 4], i % 4);
-            const bool used = use >> i & 1, nan = isnan(s);
-            const uint32_t k = roc_score_key(s);
+            const bool used = kAll || (use >> i & 1), nan = isnan(s);
+            const uint32_t k = lean_score_key(s);
             const bool counts = used && !nan, below = k < lowest_;
             n_nan += used && nan;
             n_below += counts && below;
@@ -561,7 +586,7 @@ template <int kMode> class Counter {
                     see_top(k);
             }
         }
-        return __popc(live) > n_below;
+        return __popc(live) > int(n_below);
     }
 
     __device__ void end_block()
@@ -848,17 +873,24 @@ template <int kMode> class Counter {
 };
 
 /* The partition kernel's work (roc_eval_kernel.cu): a stored tile's keys at
- * a time, held in registers, sorted by range in shared memory and written
- * to the ranges' segments in three steps: a histogram of the ranges, a scan of
- * it with each range's room in the block's part of its segment, and a scatter.
+ * a time, held in registers, staged by range in shared memory and written to
+ * the ranges' segments. For a launch each range has a run of the kStageSlots
+ * staging slots, in proportion to the keys it drew since the last drain
+ * (segment_kernel's stage layout): a key takes the next slot of its range's
+ * run (one shared atomic) or, past the run's end, goes straight to its place
+ * in the block's part of the segment. Then each warp writes 32 slots at a
+ * time, a lane's slot's range read off a bitmap of the runs' starts. Sorted
+ * by a histogram, a scan and a scatter instead, each key was looked up three
+ * times and passed four barriers (ncu, dev/NOTES.md, twentieth pass).
  * ROC_NO_KEY (below the lowest level) is skipped. */
 class RangeSorter {
   public:
     static constexpr int kKeys = kSortKeys / kPartitionThreads; /* a thread's */
-    /* starts, fill, used, segment base; the sorted keys; the index */
-    static constexpr size_t kSharedBytes = size_t(4 * kHistogram + kSortKeys) *
-                                               sizeof(uint32_t) +
-                                           size_t(kRangeBuckets + 2) * sizeof(uint16_t);
+    /* the runs' bitmap; sink, fill, layout, left; the staged keys; the index */
+    static constexpr size_t kSharedBytes =
+        size_t(kStageWords + kHistogram) * sizeof(uint2) +
+        size_t(3 * kHistogram + kStageSlots) * sizeof(uint32_t) +
+        size_t(kRangeBuckets + 2) * sizeof(uint16_t);
 
     __device__ RangeSorter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared)
     {
@@ -869,10 +901,17 @@ class RangeSorter {
     __device__ void begin_block()
     {
         for (int r = threadIdx.x; r < kHistogram; r += blockDim.x) {
-            starts()[r] = r < p_.part.n_ranges ? p_.part.starts[r] : 0xffffffffu;
+            const bool real = r < p_.part.n_ranges;
+            const uint32_t lay = real ? p_.part.stage_layout[r] : 0u;
+            const uint32_t room = real ? p_.part.capacity[r] / uint32_t(p_.part.n_blocks) : 0u;
+            const uint32_t next = real ? p_.part.offset[r] + blockIdx.x * room : 0u;
+            layout()[r] = lay;
             fill()[r] = 0;
-            used()[r] = 0;
+            sink()[r].y = next - (lay & 0xffffu);
+            left()[r] = room;
         }
+        for (int w = threadIdx.x; w < kStageWords; w += blockDim.x)
+            owner()[w] = p_.part.stage_owner[w];
         for (int b = threadIdx.x; b <= kRangeBuckets; b += blockDim.x)
             range_index()[b] = p_.part.index[b];
         __syncthreads();
@@ -884,35 +923,53 @@ class RangeSorter {
      * test it. */
     template <bool kScoreAxis> __device__ void sort(const uint32_t (&key)[kKeys])
     {
-        /* the histogram, kLook lookups at once so that their reads overlap */
+        /* kLook lookups at once so that their reads overlap */
         constexpr int kLook = 4;
-        bool any = false;
 #pragma unroll
         for (int u0 = 0; u0 < kKeys; u0 += kLook) {
             int slot[kLook];
+            uint32_t pos[kLook], lay[kLook], past = 0;
             histogram_slots<kScoreAxis>(key + u0, slot);
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                pos[u] = atomicAdd(&fill()[slot[u]], 1u);
+#pragma unroll
+            for (int u = 0; u < kLook; u++)
+                lay[u] = layout()[slot[u]];
 #pragma unroll
             for (int u = 0; u < kLook; u++) {
-                atomicAdd(&fill()[slot[u]], 1u);
-                any = any || slot[u] != kDiscard;
+                if (pos[u] < lay[u] >> 16)
+                    staged()[(lay[u] & 0xffffu) + pos[u]] = key[u0 + u];
+                else /* past its run (kDiscard's is empty) */
+                    past |= uint32_t(slot[u] != kDiscard) << u;
             }
-        }
-        if (!reserve_segments(any))
-            return;
-        /* the keys sorted by range, those below the lowest level after them */
+            if (past) /* one branch for the group: a branch a key cost ~3 instructions */
 #pragma unroll
-        for (int u0 = 0; u0 < kKeys; u0 += kLook) {
-            int slot[kLook];
-            histogram_slots<kScoreAxis>(key + u0, slot);
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                slot[u] = atomicAdd(&fill()[slot[u]], 1u) & 0xffffu;
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                sorted()[slot[u]] = key[u0 + u];
+                for (int u = 0; u < kLook; u++)
+                    if (past >> u & 1)
+                        place(slot[u], pos[u] + (lay[u] & 0xffffu), key[u0 + u]);
         }
         __syncthreads();
-        write_segments<kScoreAxis>();
+        /* the slot where the keys of each range's run that its part has room
+         * for end; whether a run holds keys past it */
+        bool full = false;
+        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
+            const uint32_t lay = layout()[r], in_run = min(fill()[r], lay >> 16);
+            sink()[r].x = (lay & 0xffffu) + min(in_run, left()[r]);
+            full = full || in_run > left()[r];
+        }
+        if (__syncthreads_or(full))
+            write_staged<true>();
+        else
+            write_staged<false>();
+        __syncthreads(); /* every slot written, every sink read */
+        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x) {
+            const uint32_t n = fill()[r];
+            sink()[r].y += n;
+            left()[r] = left()[r] > n ? left()[r] - n : 0u;
+            fill()[r] = 0;
+        }
+        __syncthreads(); /* zero before the next keys' atomics */
     }
 
     /* What the block's parts of the segments hold, and what it asked for. */
@@ -920,8 +977,9 @@ class RangeSorter {
     {
         __syncthreads();
         for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
-            const uint32_t n = used()[r];
             const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
+            const uint32_t first = p_.part.offset[r] + blockIdx.x * room;
+            const uint32_t n = sink()[r].y + (layout()[r] & 0xffffu) - first;
             p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = min(n, room);
             if (n)
                 atomicAdd(&p_.part.reserved[r], n);
@@ -929,14 +987,80 @@ class RangeSorter {
     }
 
   private:
-    __device__ uint32_t *starts() const { return shared_; }
-    __device__ uint32_t *fill() const { return shared_ + kHistogram; }
-    __device__ uint32_t *used() const { return shared_ + 2 * kHistogram; }
-    __device__ uint32_t *segment_base() const { return shared_ + 3 * kHistogram; }
-    __device__ uint32_t *sorted() const { return shared_ + 4 * kHistogram; }
+    /* owner[w]: bit i set where a range's run starts at slot 32 w + i, and
+     * the runs that start before slot 32 w, less one */
+    __device__ uint2 *owner() const { return reinterpret_cast<uint2 *>(shared_); }
+    /* a range's: x, the slot where the keys of its run that its part has
+     * room for end; y, where staged slot t goes in the keys' buffer: y + t */
+    __device__ uint2 *sink() const { return owner() + kStageWords; }
+    __device__ uint32_t *fill() const { return reinterpret_cast<uint32_t *>(sink() + kHistogram); }
+    /* a range's run: its first slot, and in the top 16 bits its slots */
+    __device__ uint32_t *layout() const { return fill() + kHistogram; }
+    /* the keys the block's part of the range's segment still has room for */
+    __device__ uint32_t *left() const { return fill() + 2 * kHistogram; }
+    __device__ uint32_t *staged() const { return fill() + 3 * kHistogram; }
     __device__ uint16_t *range_index() const
     {
-        return reinterpret_cast<uint16_t *>(shared_ + 4 * kHistogram + kSortKeys);
+        return reinterpret_cast<uint16_t *>(staged() + kStageSlots);
+    }
+
+    /* Key of range r that would be staged at `slot` (past its run) to its
+     * place in the block's part, or counted directly where the part is full. */
+    __device__ void place(int r, uint32_t slot, uint32_t key) const
+    {
+        if (slot - (layout()[r] & 0xffffu) < left()[r])
+            p_.part.keys[sink()[r].y + slot] = key;
+        else
+            count_directly(p_, key, highest_);
+    }
+
+    /* The staged keys to their segments, a warp 32 slots at a time (a bitmap
+     * word's), kWrite words a warp at once, then the words left one at a
+     * time. kFull: some run holds keys past its part's room, to be counted
+     * directly (a test of every empty slot for them had cost a tenth of the
+     * partition's instructions at 3.5M levels). */
+    template <bool kFull> __device__ void write_staged() const
+    {
+        constexpr int kWrite = 4, kWarps = kPartitionThreads / 32;
+        constexpr int kWhole = kStageWords / (kWrite * kWarps) * (kWrite * kWarps);
+        const int warp = threadIdx.x / 32;
+        for (int w0 = warp; w0 < kWhole; w0 += kWrite * kWarps)
+            write_words<kFull, kWrite, kWarps>(w0);
+        for (int w = kWhole + warp; w < kStageWords; w += kWarps)
+            write_words<kFull, 1, kWarps>(w);
+    }
+
+    /* Words w0, w0 + kStep, .. (kN of them) of the staged slots; a lane's
+     * slot's range off the bitmap. */
+    template <bool kFull, int kN, int kStep>
+    __device__ __forceinline__ void write_words(int w0) const
+    {
+        const int lane = threadIdx.x % 32;
+        const uint32_t at_or_below = (2u << lane) - 1u; /* lanes 0 .. lane */
+        uint32_t t[kN], key[kN];
+        uint2 to[kN];
+        int r[kN];
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            const uint2 word = owner()[w0 + u * kStep];
+            t[u] = uint32_t(w0 + u * kStep) * 32u + uint32_t(lane);
+            r[u] = int(word.y + __popc(word.x & at_or_below));
+        }
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            to[u] = sink()[r[u]];
+            key[u] = staged()[t[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < kN; u++) {
+            if (t[u] < to[u].x) {
+                p_.part.keys[to[u].y + t[u]] = key[u];
+            } else if (kFull) { /* a key past a full part, or an empty slot */
+                const uint32_t lay = layout()[r[u]];
+                if (t[u] < (lay & 0xffffu) + min(fill()[r[u]], lay >> 16))
+                    count_directly(p_, key[u], highest_);
+            }
+        }
     }
 
     /* The histogram slots of keys key[0 .. kN): each one's range, or
@@ -944,8 +1068,7 @@ class RangeSorter {
      * clamped to the levels' span and looked up without a branch; the few
      * whose bucket a range starts inside (kAmbiguous) then bisect, behind one
      * test for all kN. A lookup had taken ~29 instructions, most of them
-     * branches around the rare cases, and a key's three lookups a third of
-     * the partition's instructions (ncu, dev/NOTES.md, nineteenth pass). */
+     * branches around the rare cases (ncu, dev/NOTES.md, nineteenth pass). */
     template <bool kScoreAxis, int kN>
     __device__ __forceinline__ void histogram_slots(const uint32_t *key, int (&slot)[kN]) const
     {
@@ -964,83 +1087,6 @@ class RangeSorter {
         }
     }
 
-    /* After the histogram: false where no key was above the lowest level.
-     * Else each range's place among the sorted keys (an exclusive scan of the
-     * histogram) and its room in the block's part of the range's segment,
-     * reserved in shared memory (a global atomic a range and half tile, on
-     * the same few hundred counters from every block, cost a third more).
-     * fill[r] then holds the range's first sorted slot, and in its top 16
-     * bits the slot where the keys that still fit end. */
-    __device__ bool reserve_segments(bool any)
-    {
-        if (!__syncthreads_or(any)) {
-            if (threadIdx.x == 0) /* only the discarded keys were counted */
-                fill()[kDiscard] = 0;
-            __syncthreads();
-            return false;
-        }
-        using Scan = cub::BlockScan<uint32_t, kPartitionThreads>;
-        __shared__ typename Scan::TempStorage scan;
-        constexpr int kPer = kHistogram / kPartitionThreads;
-        static_assert(kHistogram % kPartitionThreads == 0, "the histogram in whole threads");
-        uint32_t count[kPer], first[kPer], all;
-#pragma unroll
-        for (int i = 0; i < kPer; i++)
-            count[i] = fill()[threadIdx.x * kPer + i];
-        const uint32_t discarded = fill()[kDiscard]; /* read before the scan's barriers */
-        Scan(scan).ExclusiveSum(count, first, all);
-        n_above_ = all - discarded; /* the discarded keys sort last */
-        const uint32_t part = blockIdx.x;
-#pragma unroll
-        for (int i = 0; i < kPer; i++) {
-            const int r = threadIdx.x * kPer + i;
-            uint32_t fits = 0;
-            if (count[i] && r != kDiscard) {
-                const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
-                const uint32_t taken = used()[r];
-                used()[r] = taken + count[i];
-                fits = room > taken ? min(room - taken, count[i]) : 0u;
-                /* sorted key t of the range goes to keys[segment_base[r] + t] (mod 2^32) */
-                segment_base()[r] = p_.part.offset[r] + part * room + taken - first[i];
-            }
-            fill()[r] = first[i] | (first[i] + fits) << 16;
-        }
-        __syncthreads();
-        return true;
-    }
-
-    /* After the scatter: the sorted keys to their segments, those past a full
-     * segment's end counted directly, kWrite a thread at once; the histogram
-     * zeroed for the next keys. */
-    template <bool kScoreAxis> __device__ void write_segments()
-    {
-        constexpr int kWrite = 4;
-        for (uint32_t t0 = threadIdx.x; t0 < n_above_; t0 += kWrite * kPartitionThreads) {
-            uint32_t key[kWrite];
-            int range[kWrite];
-#pragma unroll
-            for (int u = 0; u < kWrite; u++) {
-                const uint32_t t = t0 + u * kPartitionThreads;
-                key[u] = t < n_above_ ? sorted()[t] : lowest_;
-            }
-            histogram_slots<kScoreAxis>(key, range); /* the keys' ranges: none is below */
-#pragma unroll
-            for (int u = 0; u < kWrite; u++) {
-                const uint32_t t = t0 + u * kPartitionThreads;
-                if (t >= n_above_)
-                    break;
-                if (t < fill()[range[u]] >> 16)
-                    p_.part.keys[uint32_t(segment_base()[range[u]] + t)] = key[u];
-                else
-                    count_directly(p_, key[u], highest_);
-            }
-        }
-        __syncthreads(); /* every thread's limits read */
-        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x)
-            fill()[r] = 0;
-        __syncthreads(); /* zero before the next keys' histogram */
-    }
-
     /* The index's bucket of a key clamped to the levels' span (a key above
      * the highest level is in the last range, as the highest level is). */
     template <bool kScoreAxis> __device__ __forceinline__ uint32_t bucket_of(uint32_t key) const
@@ -1055,14 +1101,15 @@ class RangeSorter {
      * bucket, so the key's is the last range between the entry's and the
      * next bucket's whose lowest level is at or below the key (the next
      * bucket's, where it starts with that bucket, has its lowest level there:
-     * above the key). */
+     * above the key). Rare: the ranges' lowest levels are read from global
+     * memory (L1), not kept in shared. */
     __device__ int settle(uint32_t key, int entry) const
     {
         const uint32_t bucket = (range_axis(key, p_.part.scale) - p_.part.base) >> p_.part.shift;
         int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;
-            if (starts()[mid] <= key)
+            if (__ldg(p_.part.starts + mid) <= key)
                 lo = mid;
             else
                 hi = mid - 1;
@@ -1073,7 +1120,6 @@ class RangeSorter {
     const PassParams &p_;
     uint32_t *shared_;
     uint32_t lowest_ = 0, highest_ = 0;
-    uint32_t n_above_ = 0; /* keys of the tile above the lowest level */
 };
 
 } // namespace roc_count

@@ -311,14 +311,10 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
 #pragma unroll
         for (int u = 0; u < kLoads; u++)
             v[u] = __ldcs(tile + threadIdx.x + u * kPartitionThreads);
-        const uint32_t below = whole ? counter.count_below(v) : 0u; /* uniform */
-        /* the pairs left to count: bit 4u + c for score c of float4 u */
-        uint32_t use = 0;
-        if (whole) {
-#pragma unroll
-            for (int u = 0; u < kLoads; u++)
-                use |= (below >> u & 1 ? 0u : 0xfu) << (4 * u);
-        } else { /* a tile at an edge or on one set's diagonal: rare */
+        /* the pairs to count: bit 4u + c for score c of float4 u */
+        uint32_t use = 0xffffffffu;
+        if (!whole) { /* a tile at an edge or on one set's diagonal: rare */
+            use = 0;
 #pragma unroll 1
             for (int u = 0; u < kLoads; u++) {
                 /* float4 f of the tile: row f / 32, columns 4 (f % 32) .. + 3 */
@@ -333,8 +329,11 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
             }
         }
         uint32_t key[RangeSorter::kKeys];
-        const bool any = counter.keys_to_partition(v, tile + threadIdx.x, kPartitionThreads,
-                                                   use, key);
+        const bool any =
+            whole ? counter.template keys_to_partition<true>(v, tile + threadIdx.x,
+                                                             kPartitionThreads, use, key)
+                  : counter.template keys_to_partition<false>(v, tile + threadIdx.x,
+                                                              kPartitionThreads, use, key);
         /* a tile below the lowest level, as most are where few pairs lie
          * among the levels, is counted already */
         if (__syncthreads_or(any))
@@ -554,25 +553,32 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
 /* The segments for the next launch: `total` keys shared in proportion to what
  * each range asked for since the last drain, plus a quarter of an even share
  * (so every range keeps room, and after no demand at all the shares are
- * even); the demand zeroed. */
+ * even); the partition's staging slots (RangePartition's stage_layout and
+ * stage_owner) a slot each and the rest in proportion to the demand alone
+ * (a tile's keys fall as the last launch's did: runs sized so leave few
+ * keys past them), evenly where there was none; the demand zeroed. */
 __global__ void __launch_bounds__(kHistogram)
-    segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset, int n_ranges,
-                   int64_t total)
+    segment_kernel(uint32_t *reserved, uint32_t *capacity, uint32_t *offset,
+                   uint32_t *stage_layout, uint2 *stage_owner, int n_ranges, int64_t total)
 {
     using Reduce = cub::BlockReduce<unsigned long long, kHistogram>;
     using Scan = cub::BlockScan<unsigned long long, kHistogram>;
+    using SlotScan = cub::BlockScan<uint32_t, kHistogram>;
     __shared__ union {
         typename Reduce::TempStorage reduce;
         typename Scan::TempStorage scan;
+        typename SlotScan::TempStorage slot_scan;
     } temp;
     __shared__ unsigned long long sum;
+    __shared__ uint32_t starts[kStageWords];
     const int r = threadIdx.x;
     const unsigned long long demand = r < n_ranges ? reserved[r] : 0;
     const unsigned long long all = Reduce(temp.reduce).Sum(demand);
     if (r == 0)
         sum = all;
     __syncthreads();
-    const unsigned long long weight = r < n_ranges ? demand + sum / (4 * n_ranges) + 1 : 0;
+    const unsigned long long demanded = sum;
+    const unsigned long long weight = r < n_ranges ? demand + demanded / (4 * n_ranges) + 1 : 0;
     __syncthreads();
     const unsigned long long weights = Reduce(temp.reduce).Sum(weight);
     if (r == 0)
@@ -587,6 +593,27 @@ __global__ void __launch_bounds__(kHistogram)
         offset[r] = uint32_t(start);
         reserved[r] = 0;
     }
+    /* staging: each range's run, then a bit where each starts */
+    const unsigned long long spare = kStageSlots - n_ranges;
+    const uint32_t slots =
+        r < n_ranges ? 1u + uint32_t(demanded ? demand * spare / demanded : spare / n_ranges)
+                     : 0u;
+    uint32_t first = 0;
+    __syncthreads();
+    SlotScan(temp.slot_scan).ExclusiveSum(slots, first);
+    for (int w = r; w < kStageWords; w += blockDim.x)
+        starts[w] = 0;
+    __syncthreads();
+    if (r < n_ranges) {
+        stage_layout[r] = first | slots << 16;
+        atomicOr(&starts[first / 32], 1u << (first % 32));
+    }
+    __syncthreads();
+    const uint32_t bits = r < kStageWords ? starts[r] : 0u;
+    uint32_t before = 0;
+    SlotScan(temp.slot_scan).ExclusiveSum(uint32_t(__popc(bits)), before);
+    if (r < kStageWords)
+        stage_owner[r] = make_uint2(bits, before - 1u); /* a slot's range: y + its popc */
 }
 
 /* Merges the blocks' top keys into the running (key, count): one warp, each
@@ -1337,7 +1364,8 @@ struct roc_eval_cuda {
      * may_partition */
     bool probe_count = false, may_partition = false;
     Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
-        range_block_used, range_reserved;
+        range_block_used, range_reserved, range_stage_layout;
+    Buffer<uint2> range_stage_owner;
     Buffer<uint16_t> range_index, drain_index;
     int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
@@ -1379,7 +1407,8 @@ struct roc_eval_cuda {
           lut(arena), block_top_key(arena), block_top_count(arena), counters(arena),
           range_first(arena), range_starts(arena),
           range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
-          range_reserved(arena), range_index(arena), drain_index(arena), aside_keys(arena),
+          range_reserved(arena), range_stage_layout(arena), range_stage_owner(arena),
+          range_index(arena), drain_index(arena), aside_keys(arena),
           aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
           acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
     {
@@ -1662,7 +1691,8 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
                    stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
-        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
+        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
+        ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
         ev->range_keys_total);
     return cudaGetLastError();
 }
@@ -2240,6 +2270,8 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_reserved.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_stage_layout.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->range_stage_owner.allocate(kStageWords));
     EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(sorter_blocks) * n_ranges));
     EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_starts.get(), starts.data(),
                                  n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
@@ -2254,7 +2286,8 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     drain_index_kernel<<<n_ranges, kDrainThreads, 0, stream>>>(
         ev->levels.get(), ev->range_first.get(), ev->drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
-        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(), n_ranges,
+        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
+        ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
         ev->range_keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -2271,7 +2304,9 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                               ev->range_capacity.get(),
                               sorter_blocks,
                               ev->range_block_used.get(),
-                              ev->range_reserved.get()};
+                              ev->range_reserved.get(),
+                              ev->range_stage_layout.get(),
+                              ev->range_stage_owner.get()};
     /* the host vectors are copied before they go */
     return cudaStreamSynchronize(stream);
 }
