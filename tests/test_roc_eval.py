@@ -804,6 +804,38 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
                                                             cpu.auc)
 
 
+@pytest.mark.gpu
+def test_gpu_partitioned_count_crowded_gap(monkeypatch):
+    """1.5M impostors in one gap, all of them counted by one drain block
+    (EXT_ROC_DRAIN_SLICES=1), every lane's atomics on one shared counter and
+    one lowest key: the gap's count and lowest key stay exact, as do the
+    7,499 impostors on each level. Each query scores a gallery entry by its
+    first feature: entry j < 7,500 scores 2j + 1 (a level with its own
+    query, an impostor on that level with the others), and 200 entries no
+    query shares score 2, between the levels 1 and 3."""
+    n, pile = 7500, 200
+    feat_q = np.zeros((n, 3), np.float32)
+    feat_q[:, 0] = 1
+    feat_g = np.zeros((n + pile, 3), np.float32)
+    feat_g[:n, 0] = 2 * np.arange(n) + 1
+    feat_g[n:, 0] = 2
+    labels_q = np.arange(n)
+    labels_g = np.arange(n + pile)  # entries n.. share no query's label
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g,
+                  similarity="dot")
+    cpu = roc.evaluate(**kwargs)
+    assert cpu.counts["impostor_between"][1] == n * pile  # the gap after level 1
+    moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+             for k, v in kwargs.items()}
+    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")
+    monkeypatch.setenv("EXT_ROC_DRAIN_SLICES", "1")
+    gpu = roc.evaluate(**moved)
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+    assert (gpu.n_impostor, gpu.auc) == (cpu.n_impostor, cpu.auc)
+
+
 def aside_workload(rng, features, n_ids=3000, per_id=4):
     """Features whose genuine levels outnumber a block's shared counters
     (7,167): "integer dot" ties many impostors with a level, "normal cosine"

@@ -1686,10 +1686,14 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     cudaStream_t stream = ev->arena.stream();
     const int n_ranges = ev->part.n_ranges;
     /* about four blocks a multiprocessor in all (two waves), each with at most
-     * kMaxDrainParts parts */
-    const int slices = std::max(
-        std::min(ev->part.n_blocks, std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges)),
-        (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
+     * kMaxDrainParts parts; EXT_ROC_DRAIN_SLICES, where set, the blocks a
+     * range (the tests make it 1, so that one block sees a range's keys) */
+    const int64_t forced = env_tuning("EXT_ROC_DRAIN_SLICES", 1, 0);
+    const int even = std::min(ev->part.n_blocks,
+                              std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges));
+    const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->part.n_blocks))
+                                           : even,
+                                (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
     const DrainParams d{ev->levels.get(),         ev->range_first.get(),
                         ev->drain_index.get(),    ev->range_keys.get(),
                         ev->range_offset.get(),   ev->range_capacity.get(),
