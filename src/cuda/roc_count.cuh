@@ -21,8 +21,8 @@
  * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
  * counts exactly by partition (kPartitioned) instead: roc_eval_kernel.cu's
  * partition kernel reads the stored tiles, counts the pairs below the lowest
- * level as the other modes do, and sorts the other keys (RangeSorter) by
- * range of consecutive levels into each range's segment of a buffer; its
+ * level as the other modes do, and stages the other keys (RangeSorter) by
+ * range of consecutive levels for each range's segment of a buffer; its
  * drain counts each range's keys in shared memory. Two scattered atomics a
  * pair had made the hard count L2-bound (ncu: 77% L2 throughput), and the
  * sorting steps inside the tile pass were latency-bound at its 8 warps a
@@ -37,8 +37,6 @@
 #define ROC_COUNT_CUH
 
 #include <stdint.h>
-
-#include <cub/cub.cuh>
 
 #include "../roc.h"
 #include "../roc_math.h"

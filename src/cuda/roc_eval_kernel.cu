@@ -287,8 +287,9 @@ __global__ void __launch_bounds__(kThreads)
  * Partitioned exact counting (roc_count.cuh): the partition reads the chunk's
  * stored tiles, persistent blocks a tile at a time (kLoads 16-byte loads a
  * thread in flight together, streamed: read once), counts the pairs below
- * the lowest level as count_tiles_kernel does, and sorts the other keys by
- * range into the ranges' segments. Before, the count wrote each half tile
+ * the lowest level with each key's conversion (keys_to_partition), and
+ * stages the other keys by range for the ranges' segments (RangeSorter).
+ * Before, the count wrote each half tile
  * with a key above the lowest level to a buffer of its own, which this
  * kernel then read: a pass over every such pair more. kScoreAxis: the range
  * index's buckets are even in the score (p.part.scale > 0), else in the key.
