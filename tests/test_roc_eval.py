@@ -793,7 +793,8 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # else only after a first operand block
     for knob, value in ((None, None), ("EXT_ROC_PARTITION_KIB", "64"),
-                        ("EXT_ROC_RANGE_BUCKETS", "12"), ("EXT_ROC_RANGE_BUCKETS", "64")):
+                        ("EXT_ROC_RANGE_BUCKETS", "12"), ("EXT_ROC_RANGE_BUCKETS", "64"),
+                        ("EXT_ROC_DRAIN_BUCKET_BITS", "12")):
         if knob:
             monkeypatch.setenv(knob, value)
         gpu = roc.evaluate(**moved)

@@ -350,32 +350,47 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
  * partition's blocks filled, and holds the range's levels, a count and a
  * lowest key for each of its gaps (the one below its lowest level too: a
  * range that starts where a bucket of the partition's index starts holds the
- * bucket's keys below it), and an index of kDrainBuckets buckets over its
- * levels in shared memory; a key's gap is then a bucket and a step or two of
- * bisection, and its count a shared atomic. The block adds its counters into
- * the global ones at its end.
+ * bucket's keys below it), and an index of up to 2^14 buckets over its levels
+ * in shared memory, each entry both ends of its bucket's levels; a key's gap
+ * is then one read of the index and a step of bisection at most where its
+ * bucket holds a level, and its count a shared atomic. The block adds its
+ * counters into the global ones at its end. One block of 1,024 threads a
+ * multiprocessor, not two of 512 (the same threads and registers): the
+ * range's levels and counters once, which leaves room for an index 8 times
+ * as fine (ncu, twentieth pass: the drain was bound by its shared accesses,
+ * 7.3 a key, two of them the index's and ~3.3 the bisection's).
  */
-constexpr int kDrainThreads = 512;
-constexpr int kMaxDrainParts = 1024; /* a drain block's parts: drain_ranges' slices see to it */
-constexpr int kDrainBucketBits = 12;
-constexpr int kDrainBuckets = 1 << kDrainBucketBits;
-constexpr int kDrainIndexStride = kDrainBuckets + 2; /* a range's index: n_buckets + 1 entries */
+constexpr int kDrainThreads = 1024;
+/* a drain block's parts, one a thread in the scan of their sizes: drain_ranges' slices see to it */
+constexpr int kMaxDrainParts = kDrainThreads;
+constexpr int kDrainBucketBitsMax = 14;
+constexpr int kDrainBucketBitsMin = 12;
+constexpr int kDrainIndexStride = 1 << kDrainBucketBitsMax; /* a range's index entries */
+
 /* level[kRangeLevels + 1] (after the range's levels, a key above any:
  * bisection steps then read no further), count and lowest[kRangeLevels + 1],
- * the index */
-constexpr size_t kDrainShared =
-    (3 * kRangeLevels + 3) * sizeof(uint32_t) + kDrainIndexStride * sizeof(uint16_t);
+ * the index of 2^bucket_bits entries */
+constexpr size_t drain_shared_bytes(int bucket_bits)
+{
+    return (3 * kRangeLevels + 3) * sizeof(uint32_t) +
+           (size_t(1) << bucket_bits) * sizeof(uint32_t);
+}
 
-/* The drain's index over one range's levels lo .. hi: bucket b holds keys lo
- * + (b << shift) ..; entry b is the first level at or above its first key,
- * entry n_buckets the number of levels. */
+/* The drain's index over one range's levels lo .. hi: offset o = key - lo
+ * in bucket of(o) = o * scale / 2^32, the most buckets up to 2^bucket_bits
+ * (any order-preserving map would do: a level in an earlier bucket is below
+ * the key, in a later one above). Entry b is the first level in bucket b or
+ * after (low 16 bits) and the first after bucket b (high 16 bits). */
 struct DrainBuckets {
-    int shift, n_buckets;
-    __device__ DrainBuckets(uint32_t lo, uint32_t hi)
+    uint32_t scale;
+    int n_buckets;
+    __device__ DrainBuckets(uint32_t lo, uint32_t hi, int bucket_bits)
     {
-        shift = max(0, 32 - __clz(int(hi - lo)) - kDrainBucketBits);
-        n_buckets = int((hi - lo) >> shift) + 1;
+        const uint64_t s = (uint64_t(1) << (32 + bucket_bits)) / (uint64_t(hi - lo) + 1);
+        scale = uint32_t(min(s, uint64_t(0xffffffffu)));
+        n_buckets = int(of(hi - lo)) + 1;
     }
+    __device__ uint32_t of(uint32_t offset) const { return __umulhi(offset, scale); }
 };
 
 /* The first of n sorted levels at or above `start` (n where none is). */
@@ -393,28 +408,43 @@ __device__ __forceinline__ int64_t first_level_from(const uint32_t *levels, int6
     return lo;
 }
 
+/* The first of a range's n levels in bucket b or after (n where none is). */
+__device__ int first_in_bucket(const uint32_t *level, int n, const DrainBuckets &k, uint32_t b)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (k.of(level[mid] - level[0]) < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Each range's drain index, once a count (set_ranges): built by every drain
- * block of every launch, bisections of its 4,097 buckets took a tenth of the
+ * block of every launch, bisections of its buckets took a tenth of the
  * drain's instructions (ncu, sixteenth pass). A block a range. */
 __global__ void __launch_bounds__(kDrainThreads)
-    drain_index_kernel(const uint32_t *levels, const uint32_t *first, uint16_t *index)
+    drain_index_kernel(const uint32_t *levels, const uint32_t *first, int bucket_bits,
+                       uint32_t *index)
 {
     const int r = blockIdx.x;
     const uint32_t *level = levels + first[r];
     const int n_range = int(first[r + 1] - first[r]);
-    const DrainBuckets k(level[0], level[n_range - 1]);
-    for (int b = threadIdx.x; b <= k.n_buckets; b += blockDim.x)
-        index[size_t(r) * kDrainIndexStride + b] = uint16_t(
-            b < k.n_buckets ? first_level_from(level, n_range, level[0] + (uint32_t(b) << k.shift))
-                            : n_range);
+    const DrainBuckets k(level[0], level[n_range - 1], bucket_bits);
+    for (int b = threadIdx.x; b < k.n_buckets; b += blockDim.x)
+        index[size_t(r) * kDrainIndexStride + b] =
+            uint32_t(first_in_bucket(level, n_range, k, b)) |
+            uint32_t(first_in_bucket(level, n_range, k, b + 1)) << 16;
 }
 
 struct DrainParams {
     const uint32_t *levels;
     const uint32_t *first; /* RangePartition's */
-    const uint16_t *index; /* drain_index_kernel's */
+    const uint32_t *index; /* drain_index_kernel's */
     const uint32_t *keys, *offset, *capacity, *block_used;
-    int n_ranges, n_blocks;
+    int n_ranges, n_blocks, bucket_bits;
     unsigned long long *at, *gap;
     uint32_t *gap_min;
 };
@@ -437,45 +467,38 @@ template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int 
     }
 }
 
-__global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainParams d)
+__global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainParams d)
 {
     extern __shared__ uint32_t drain_shared[];
     /* count[i] and lowest[i]: gap i of the range, below its level i */
     uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels + 1,
-             *lowest = drain_shared + 2 * (kRangeLevels + 1);
-    uint16_t *index = reinterpret_cast<uint16_t *>(drain_shared + 3 * (kRangeLevels + 1));
+             *lowest = drain_shared + 2 * (kRangeLevels + 1),
+             *index = drain_shared + 3 * (kRangeLevels + 1);
     /* this block's slice of range r: the parts of pass blocks [b0, b1), and
-     * the keys in them, begin[i] before part b0 + i (an exclusive scan, two
-     * parts a thread) */
+     * the keys in them, begin[i] before part b0 + i (an exclusive scan, a
+     * part a thread) */
     const int r = blockIdx.y;
     const int b0 = d.n_blocks * blockIdx.x / gridDim.x;
     const int b1 = d.n_blocks * (blockIdx.x + 1) / gridDim.x, n_parts = b1 - b0;
-    static_assert(kMaxDrainParts == 2 * kDrainThreads, "two parts a thread");
     using Scan = cub::BlockScan<uint32_t, kDrainThreads>;
     __shared__ typename Scan::TempStorage scan;
     __shared__ uint32_t begin[kMaxDrainParts + 1];
-    uint32_t n[2], before[2], total;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int j = 2 * int(threadIdx.x) + i;
-        n[i] = j < n_parts ? d.block_used[size_t(b0 + j) * d.n_ranges + r] : 0u;
-    }
+    const int j = int(threadIdx.x);
+    const uint32_t n = j < n_parts ? d.block_used[size_t(b0 + j) * d.n_ranges + r] : 0u;
+    uint32_t before, total;
     Scan(scan).ExclusiveSum(n, before, total);
     if (total == 0) /* the same in every thread */
         return;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-        if (2 * int(threadIdx.x) + i < n_parts)
-            begin[2 * threadIdx.x + i] = before[i];
+    if (j < n_parts)
+        begin[j] = before;
     if (threadIdx.x == 0)
         begin[n_parts] = total;
     const uint32_t first = d.first[r];
     const int n_range = int(d.first[r + 1] - first);
     const uint32_t lo = d.levels[first], hi = d.levels[first + n_range - 1];
-    const DrainBuckets k(lo, hi);
-    const uint16_t *range_index = d.index + size_t(r) * kDrainIndexStride;
+    const DrainBuckets k(lo, hi, d.bucket_bits);
     fetch_to_shared(level, d.levels + first, n_range);
-    fetch_to_shared(index, range_index, k.n_buckets + 1);
+    fetch_to_shared(index, d.index + size_t(r) * kDrainIndexStride, k.n_buckets);
     for (int i = threadIdx.x; i <= n_range; i += kDrainThreads) {
         count[i] = 0;
         lowest[i] = 0xffffffffu;
@@ -484,18 +507,23 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
         level[n_range] = 0xffffffffu; /* after the range's levels: no key is NaN's */
     __syncthreads();
     /* a key equal to none lies in gap i (after level i - 1, before level i).
-     * Each warp takes an even share of the block's keys, through the parts it
-     * spans: a warp a part in turn (a part holds from a few hundred keys at
-     * 4M levels to thousands: a block a part left most lanes idle) left a
-     * block's warps 3 parts against 2.75 on average at 95 ranges, 9 against
-     * 8.25 at 428. kKeys keys a lane at once, each step of their lookups
-     * side by side (ncu: one at a time, the warps waited 17 cycles an
-     * instruction). */
+     * Each warp takes an even share of the block's keys, lane l its keys l,
+     * l + 32, ... of the share, whatever part each is in: a warp a part in
+     * turn (ncu, twentieth pass) left a block's warps 3 parts against 2.75
+     * on average at 95 ranges, and a warp the parts of its share one after
+     * the other left a third of its lanes idle at 428 (parts of ~265 keys,
+     * three rounds of 128). kKeys keys a lane at once, each step of their
+     * lookups side by side (ncu: one at a time, the warps waited 17 cycles
+     * an instruction). */
     constexpr int kKeys = 4;
+    constexpr uint32_t stride = 32; /* between a lane's keys */
     const int n_warps = blockDim.x / 32, warp = threadIdx.x / 32;
     const uint32_t share_lo = uint32_t(uint64_t(total) * warp / n_warps);
     const uint32_t share_hi = uint32_t(uint64_t(total) * (warp + 1) / n_warps);
-    const uint32_t room = d.capacity[r] / uint32_t(d.n_blocks);
+    const int64_t room = d.capacity[r] / uint32_t(d.n_blocks);
+    /* the block's key t is d.keys[base + t] in part `part`, the parts up to
+     * `limit` (begin[part + 1]); the lane's keys are read in order, so the
+     * part only moves on */
     int part = 0; /* the last part that starts at or before the share */
     for (int hi_part = n_parts - 1; part < hi_part;) {
         const int mid = (part + hi_part + 1) / 2;
@@ -504,74 +532,81 @@ __global__ void __launch_bounds__(kDrainThreads, 2) drain_kernel(const DrainPara
         else
             hi_part = mid - 1;
     }
-    constexpr uint32_t stride = 32; /* between a lane's keys */
-    for (; part < n_parts && begin[part] < share_hi; part++) {
-        const uint32_t *keys = d.keys + d.offset[r] + size_t(b0 + part) * room;
-        /* the part's keys [from, end) in this warp's share */
-        const uint32_t from = max(share_lo, begin[part]) - begin[part];
-        const uint32_t end = min(share_hi, begin[part + 1]) - begin[part];
-        /* the next keys read while these are looked up (waiting on their
-         * reads was a fifth of the drain's stalls) */
-        uint32_t next[kKeys];
+    const int64_t range_base = int64_t(d.offset[r]) + int64_t(b0) * room;
+    uint32_t limit = begin[part + 1];
+    int64_t base = range_base + part * room - begin[part];
+    const auto read = [&](uint32_t t) {
+        if (t >= share_hi)
+            return lo;
+        while (t >= limit) {
+            part++;
+            base = range_base + part * room - limit;
+            limit = begin[part + 1];
+        }
+        return d.keys[base + t];
+    };
+    /* the next keys read while these are looked up (waiting on their reads
+     * was a fifth of the drain's stalls) */
+    uint32_t next[kKeys];
+#pragma unroll
+    for (int u = 0; u < kKeys; u++)
+        next[u] = read(share_lo + threadIdx.x % 32 + u * stride);
+    for (uint32_t t0 = share_lo + threadIdx.x % 32; t0 < share_hi; t0 += kKeys * stride) {
+        uint32_t key[kKeys];
+        uint32_t a[kKeys], z[kKeys];
+        bool at[kKeys]; /* level[a] == key: the key on a level */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
-            const uint32_t t = from + threadIdx.x % 32 + u * stride;
-            next[u] = t < end ? keys[t] : lo;
+            key[u] = next[u];
+            next[u] = read(t0 + (kKeys + u) * stride);
         }
-        for (uint32_t t0 = from + threadIdx.x % 32; t0 < end; t0 += kKeys * stride) {
-            uint32_t key[kKeys];
-            uint32_t a[kKeys], z[kKeys];
-            bool at[kKeys]; /* level[a] == key: the key on a level */
+        /* a key clamped to the range's span: below its lowest level the
+         * bisection ends at 0, above its highest at n_range */
+#pragma unroll
+        for (int u = 0; u < kKeys; u++) {
+            const uint32_t ends = index[k.of(min(max(key[u], lo), hi) - lo)];
+            a[u] = ends & 0xffffu;
+            z[u] = ends >> 16;
+            at[u] = false;
+        }
+        /* the steps without a branch a key: selects, not an if around
+         * each key's step (ncu: its divergence barriers and branches took
+         * most of the loop's instructions). A finished key (a == z)
+         * keeps its a and z and reads nothing: most keys' buckets hold
+         * no level or one. The step that last moves z reads level[z],
+         * the key's level where it lies on one: kept (`at`), it saves a
+         * read a key (the twentieth pass's drain was bound by them). Where
+         * z never moves, level[z] is in a later bucket, or after the
+         * range's levels: above the key. */
+        bool more = false;
+#pragma unroll
+        for (int u = 0; u < kKeys; u++)
+            more = more || a[u] < z[u];
+        while (more) {
+            more = false;
 #pragma unroll
             for (int u = 0; u < kKeys; u++) {
-                key[u] = next[u];
-                const uint32_t t = t0 + (kKeys + u) * stride;
-                next[u] = t < end ? keys[t] : lo;
+                const bool open = a[u] < z[u];
+                const uint32_t mid = (a[u] + z[u]) / 2;
+                const uint32_t at_mid = open ? level[mid] : 0u;
+                const bool below = at_mid < key[u];
+                a[u] = open && below ? mid + 1 : a[u];
+                z[u] = open && !below ? mid : z[u];
+                at[u] = open && !below ? at_mid == key[u] : at[u];
+                more = more || a[u] < z[u];
             }
-            /* a key clamped to the range's span: below its lowest level the
-             * bisection ends at 0, above its highest at n_range */
+        }
 #pragma unroll
-            for (int u = 0; u < kKeys; u++) {
-                const uint32_t bucket = (min(max(key[u], lo), hi) - lo) >> k.shift;
-                a[u] = index[bucket];
-                z[u] = index[bucket + 1];
-                at[u] = false;
-            }
-            /* the steps without a branch a key: selects, not an if around
-             * each key's step (ncu: its divergence barriers and branches took
-             * most of the loop's instructions). A finished key (a == z)
-             * reads level[a], at most the one after the range's,
-             * harmlessly, and keeps its a and z. The step that last moves z
-             * reads level[z], the key's level where it lies on one: kept
-             * (`at`), it saves a read a key (the drain is bound by its
-             * shared reads: ncu, L1 92% busy). Where z never moves, level[z]
-             * is at or past the next bucket's start, or after the range's
-             * levels: above the key. */
-            for (bool more = true; more;) {
-                more = false;
-#pragma unroll
-                for (int u = 0; u < kKeys; u++) {
-                    const bool open = a[u] < z[u];
-                    const uint32_t mid = (a[u] + z[u]) / 2;
-                    const uint32_t at_mid = level[mid];
-                    const bool below = at_mid < key[u];
-                    a[u] = open && below ? mid + 1 : a[u];
-                    z[u] = open && !below ? mid : z[u];
-                    at[u] = open && !below ? at_mid == key[u] : at[u];
-                    more = more || a[u] < z[u];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < kKeys; u++) {
-                if (t0 + u * stride >= end)
-                    break;
-                const uint32_t i = a[u];
-                if (at[u]) { /* rare: an impostor on a level */
-                    atomicAdd(&d.at[first + i], 1ull);
-                } else {
-                    atomicAdd(&count[i], 1u);
-                    atomicMin(&lowest[i], key[u]);
-                }
+        for (int u = 0; u < kKeys; u++) {
+            if (t0 + u * stride >= share_hi)
+                break;
+            const uint32_t i = a[u];
+            if (at[u]) { /* an impostor on a level: 7% of them at 3.5M levels (1M x 65,000
+                          * hard); counted in shared memory, their wavefronts took longer */
+                atomicAdd(&d.at[first + i], 1ull);
+            } else {
+                atomicAdd(&count[i], 1u);
+                atomicMin(&lowest[i], key[u]);
             }
         }
     }
@@ -1399,7 +1434,9 @@ struct roc_eval_cuda {
     Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
         range_block_used, range_reserved, range_stage_layout;
     Buffer<uint2> range_stage_owner;
-    Buffer<uint16_t> range_index, drain_index;
+    Buffer<uint16_t> range_index;
+    Buffer<uint32_t> drain_index; /* drain_index_kernel's, drain_bucket_bits' */
+    int drain_bucket_bits = 0;
     int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
      * (roc_count.cuh), while not partitioned, and each warp's count of them;
@@ -1651,6 +1688,27 @@ int64_t forced_partition_levels()
     return env_tuning("EXT_ROC_PARTITION_LEVELS", 0, -1);
 }
 
+/* The drain's finest index (its bucket bits) that leaves room for its
+ * shared memory on the device, 0 where even the coarsest does not;
+ * EXT_ROC_DRAIN_BUCKET_BITS, where set, at most that (the tests make it the
+ * coarsest: buckets of several levels, bisected). */
+int drain_bucket_bits(int device)
+{
+    const int most = int(std::min<int64_t>(
+        env_tuning("EXT_ROC_DRAIN_BUCKET_BITS", kDrainBucketBitsMin, kDrainBucketBitsMax),
+        kDrainBucketBitsMax));
+    int optin = 0;
+    cudaFuncAttributes drain{};
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess ||
+        cudaFuncGetAttributes(&drain, drain_kernel) != cudaSuccess)
+        return 0;
+    for (int bits = most; bits >= kDrainBucketBitsMin; bits--)
+        if (drain_shared_bytes(bits) + drain.sharedSizeBytes <= size_t(optin))
+            return bits;
+    return 0;
+}
+
 /* Whether exact mode may count the feature pass's pairs by partition:
  * features (not a score matrix or list), more levels than the shared counters
  * hold, no more than the ranges hold, and room for the partition's and the
@@ -1665,8 +1723,8 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
     return s.mode == kExact && !s.list && s.score == nullptr &&
            size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
            n_levels <= int64_t(kMaxRanges) * kRangeLevels &&
-           std::max(RangeSorter::kSharedBytes, kDrainShared + kMaxDrainParts * sizeof(uint32_t)) +
-                   kStaticSharedMargin <= size_t(optin);
+           RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
+           drain_bucket_bits(s.device) > 0;
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
@@ -1709,12 +1767,12 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
 {
     cudaStream_t stream = ev->arena.stream();
     const int n_ranges = ev->part.n_ranges;
-    /* about four blocks a multiprocessor in all (two waves), each with at most
+    /* about two blocks a multiprocessor in all (two waves), each with at most
      * kMaxDrainParts parts; EXT_ROC_DRAIN_SLICES, where set, the blocks a
      * range (the tests make it 1, so that one block sees a range's keys) */
     const int64_t forced = env_tuning("EXT_ROC_DRAIN_SLICES", 1, 0);
     const int even = std::min(ev->part.n_blocks,
-                              std::max(1, (4 * ext_sm_count() + n_ranges - 1) / n_ranges));
+                              std::max(1, (2 * ext_sm_count() + n_ranges - 1) / n_ranges));
     const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->part.n_blocks))
                                            : even,
                                 (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
@@ -1722,10 +1780,10 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
                         ev->drain_index.get(),    ev->range_keys.get(),
                         ev->range_offset.get(),   ev->range_capacity.get(),
                         ev->range_block_used.get(), n_ranges,
-                        ev->part.n_blocks,        ev->at,
+                        ev->part.n_blocks,        ev->drain_bucket_bits, ev->at,
                         ev->gap,            ev->gap_min};
-    drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads, kDrainShared,
-                   stream>>>(d);
+    drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads,
+                   drain_shared_bytes(ev->drain_bucket_bits), stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
@@ -2303,6 +2361,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
     EXT_CUDA_TRY(ev->drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
+    ev->drain_bucket_bits = drain_bucket_bits(ev->src.device); /* can_partition: not 0 */
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
@@ -2321,14 +2380,14 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
     drain_index_kernel<<<n_ranges, kDrainThreads, 0, stream>>>(
-        ev->levels.get(), ev->range_first.get(), ev->drain_index.get());
+        ev->levels.get(), ev->range_first.get(), ev->drain_bucket_bits, ev->drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
         ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
         ev->range_keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(kDrainShared)));
+                                      int(drain_shared_bytes(ev->drain_bucket_bits))));
     ev->part = RangePartition{n_ranges,
                               ev->range_first.get(),
                               cut.scale,
