@@ -344,6 +344,13 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
     counter.end_block();
 }
 
+/* The partition kernel for a range index's scale (RangePartition's). */
+using PartitionKernel = void (*)(const Operands, const PassParams, const float *__restrict__);
+PartitionKernel partition_kernel_for(float scale)
+{
+    return scale > 0.0f ? partition_kernel<true> : partition_kernel<false>;
+}
+
 /*
  * Then the drain counts the keys the partition left in each range's
  * segment. A block takes the parts of one range's segment that a slice of the
@@ -1854,12 +1861,8 @@ cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassPara
                          float *chunk, int blocks, size_t shared, bool aside_due = false)
 {
     if constexpr (kMode == kPartitioned) {
-        if (q.part.scale > 0.0f)
-            partition_kernel<true>
-                <<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q, chunk);
-        else
-            partition_kernel<false>
-                <<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q, chunk);
+        partition_kernel_for(q.part.scale)
+            <<<blocks, kPartitionThreads, RangeSorter::kSharedBytes, stream>>>(op, q, chunk);
     } else {
         count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
         if (kMode == kAside && aside_due) {
@@ -2347,9 +2350,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
     ev->range_keys_total = partition_keys(U);
-    const void *partition = cut.scale > 0.0f
-                                ? reinterpret_cast<const void *>(partition_kernel<true>)
-                                : reinterpret_cast<const void *>(partition_kernel<false>);
+    const void *partition = reinterpret_cast<const void *>(partition_kernel_for(cut.scale));
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
     int per_sm = 0;
