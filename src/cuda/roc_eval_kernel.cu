@@ -490,14 +490,14 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     using Scan = cub::BlockScan<uint32_t, kDrainThreads>;
     __shared__ typename Scan::TempStorage scan;
     __shared__ uint32_t begin[kMaxDrainParts + 1];
-    const int j = int(threadIdx.x);
-    const uint32_t n = j < n_parts ? d.block_used[size_t(b0 + j) * d.n_ranges + r] : 0u;
+    const int own = int(threadIdx.x); /* the thread's part */
+    const uint32_t n = own < n_parts ? d.block_used[size_t(b0 + own) * d.n_ranges + r] : 0u;
     uint32_t before, total;
     Scan(scan).ExclusiveSum(n, before, total);
     if (total == 0) /* the same in every thread */
         return;
-    if (j < n_parts)
-        begin[j] = before;
+    if (own < n_parts)
+        begin[own] = before;
     if (threadIdx.x == 0)
         begin[n_parts] = total;
     const uint32_t first = d.first[r];
