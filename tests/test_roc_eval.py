@@ -570,10 +570,10 @@ def test_gpu_pair_scores_equal_cpu(rng):
 @pytest.mark.parametrize("mode", ["exact", "binned", "curve"])
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_features_in_blocks(rng, monkeypatch, mode, source):
-    """The feature pass with its operands prepared a block at a time: 64 KiB
-    for a gallery chunk (256 rows of 48 floats, 12 chunks) and 32 KiB for a
-    query block (128 rows, 6 blocks), steps that start inside a block."""
-    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "64")
+    """The feature pass with its operands prepared a block at a time: 32 KiB
+    a block (128 rows of 48 floats: 24 gallery chunks, 6 query blocks), steps
+    that start inside a block."""
+    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "32")
     labels_q, labels_g, _ = sample(rng, 700, 3000, n_ids=60)
     feat_q = rng.normal(size=(700, 40)).astype(np.float32)
     feat_g = rng.normal(size=(3000, 40)).astype(np.float32)
@@ -1010,8 +1010,9 @@ def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
     the first tiles are counted with global counters, the rest by partition
     only where half of their pairs or more lay at or above the lowest level
     (a tail of genuine scores among the impostors), which the partition's
-    buffers (256 MiB and more) show in the memory peak. Small operand blocks
-    make several blocks, so the counts add into one result."""
+    buffers (a launch's pairs and 30% more: 300 MiB on an H100) show in the
+    memory peak. Small operand blocks make several blocks, so the counts add
+    into one result."""
     n_ids, per_id, dim = 5000, 4, 16
     labels_g = np.repeat(np.arange(n_ids), per_id)
     labels_q = rng.permutation(n_ids)

@@ -1219,11 +1219,12 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * chunks of columns and the queries in blocks of rows, each prepared (scaled,
  * k-major) when a pass needs it; a gallery of one chunk is prepared once. With
  * whole copies of both, the IFRT size (1M x 2.6M, D = 512) took 7.0 GiB
- * beyond its inputs; 256 MiB chunks leave room for the partitioned count's
- * buffer within ~1 GiB, and preparing the gallery again at every step stays
- * ~1% of the pass either way. EXT_ROC_OPERAND_KIB, where set, replaces the
- * gallery's (the queries get half): less memory, more preparation. */
-constexpr size_t kGalleryChunkBytes = size_t(256) << 20;
+ * beyond its inputs. Blocks of 128 MiB a side leave room for the partitioned
+ * count's buffers within 1 GiB there; the gallery is prepared again for each
+ * block of queries (~0.2% of the pass at 2.6e11 pairs), so a smaller gallery
+ * chunk costs no preparation, only more passes. EXT_ROC_OPERAND_KIB, where
+ * set, replaces it: less memory, more preparation. */
+constexpr size_t kOperandBlockBytes = size_t(128) << 20;
 
 /* The tuning variable `name` where it is a whole number of at least `least`,
  * else `fallback` (unset, empty or not a number: atoll would read those as 0). */
@@ -1241,24 +1242,25 @@ int64_t env_tuning(const char *name, int64_t least, int64_t fallback)
 /* Tiles a launch of a `mode` feature pass over `tiles` tiles makes (and
  * stores before counting them): whole waves of tile_kernel (2
  * blocks a multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass
- * has more than 4 such chunks to make, but for the partitioned count, whose
- * buffers keep the IFRT size within 1 GiB beyond its inputs, and for
- * pair_scores. At 1e10 pairs, 3.5 waves a launch took 14% longer than 7, and
- * 14 waves 1.3% less; at the blog size, 14 took 2-5% more than 7: a buffer
- * past what the memory pool keeps between calls (dev/NOTES.md, fourteenth
- * pass). EXT_ROC_CHUNK_TILES sets it (the tests make it small). */
+ * has more than 4 such chunks to make, but for pair_scores. At 1e10 pairs,
+ * 3.5 waves a launch took 14% longer than 7, and 14 waves 1.3% less; at the
+ * blog size, 14 took 2-5% more than 7: a buffer past what the memory pool
+ * keeps between calls (dev/NOTES.md, fourteenth pass). The partitioned count
+ * drains after each launch, a fixed cost of its levels: 14 waves took 4.5%
+ * less than 7 at 1M x 65,000 hard (twenty-second pass). EXT_ROC_CHUNK_TILES
+ * sets it (the tests make it small). */
 int64_t chunk_tiles(int mode, int64_t tiles)
 {
     const int64_t wave = 2 * ext_sm_count();
-    const bool large = mode != kPartitioned && mode != kStore && tiles > 4 * 14 * wave;
+    const bool large = mode != kStore && tiles > 4 * 14 * wave;
     const int64_t waves = large ? 14 : 7;
     return env_tuning("EXT_ROC_CHUNK_TILES", 1, waves * wave);
 }
 
-size_t gallery_chunk_bytes()
+size_t operand_block_bytes()
 {
     const int64_t kib = env_tuning("EXT_ROC_OPERAND_KIB", 1, 0);
-    return kib > 0 ? size_t(kib) << 10 : kGalleryChunkBytes;
+    return kib > 0 ? size_t(kib) << 10 : kOperandBlockBytes;
 }
 
 /* One side of the feature pass: its raw features (row-major), their inverse
@@ -1300,15 +1302,14 @@ cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float
     FeatureSide *sides[2] = {&f.q, &f.g};
     const float *x[2] = {feat_q, feat_g};
     const int64_t n[2] = {n_query, n_gallery};
-    const size_t bytes[2] = {gallery_chunk_bytes() / 2, gallery_chunk_bytes()};
     const bool one_set = feat_q == feat_g && n_query == n_gallery;
+    const int64_t block_rows = std::max<int64_t>(
+        roc_gemm::kBM, int64_t(operand_block_bytes()) / row_bytes / roc_gemm::kBM * roc_gemm::kBM);
     for (int side = 0; side < 2; side++) {
         FeatureSide &to = *sides[side];
         to.x = x[side];
         to.n = n[side];
-        to.block_rows = std::max<int64_t>(roc_gemm::kBM,
-                                          int64_t(bytes[side]) / row_bytes / roc_gemm::kBM *
-                                              roc_gemm::kBM);
+        to.block_rows = block_rows;
         if (similarity != ROC_COSINE)
             continue;
         if (side == 1 && one_set) {
@@ -2227,17 +2228,21 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
     return cudaStreamSynchronize(stream);
 }
 
-/* Keys the segments' buffer holds: 16 a level (the drain's fixed work, its
- * counters, is then small beside its keys), at least 2^26 and at most 2^28,
- * twice a chunk of stored tiles (~3e7 pairs on an H100; each chunk is
- * partitioned and drained after it). EXT_ROC_PARTITION_KIB, where set,
- * replaces it (the tests make it small, so that segments fill). */
-int64_t partition_keys(int64_t n_levels)
+/* Keys the segments' buffer holds: a launch's pairs of the partitioned
+ * count (chunk_tiles), and 30% more, since each range's segment is sized by
+ * the last launch's keys and each partition block fills its own part of it
+ * (1M x 65,000 hard, H100: 10% more left keys past their part, the
+ * partition 5% slower; 30% and 66% more ran alike). A key past its part is
+ * counted directly, so the counts are exact either way. At most 2^28 (1 GiB).
+ * EXT_ROC_PARTITION_KIB, where set, replaces it (the tests make it small, so
+ * that segments fill). */
+int64_t partition_keys()
 {
     const int64_t kib = env_tuning("EXT_ROC_PARTITION_KIB", 1, 0);
     if (kib > 0)
         return kib * 1024 / int64_t(sizeof(uint32_t));
-    return std::min(std::max(16 * n_levels, int64_t(1) << 26), int64_t(1) << 28);
+    return std::min(chunk_tiles(kPartitioned, INT64_MAX) * kTilePairs * 13 / 10,
+                    int64_t(1) << 28);
 }
 
 /* range_axis (roc_count.cuh) on the host, to the bit: the product by a power
@@ -2349,7 +2354,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
-    ev->range_keys_total = partition_keys(U);
+    ev->range_keys_total = partition_keys();
     const void *partition = reinterpret_cast<const void *>(partition_kernel_for(cut.scale));
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
