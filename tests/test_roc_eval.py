@@ -570,10 +570,10 @@ def test_gpu_pair_scores_equal_cpu(rng):
 @pytest.mark.parametrize("mode", ["exact", "binned", "curve"])
 @pytest.mark.parametrize("source", ["features", "unordered", "ordered"])
 def test_gpu_features_in_blocks(rng, monkeypatch, mode, source):
-    """The feature pass with its operands prepared a block at a time: 32 KiB
-    a block (128 rows of 48 floats: 24 gallery chunks, 6 query blocks), steps
-    that start inside a block."""
-    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "32")
+    """The feature pass with its operands prepared a block at a time: 64 KiB
+    for a gallery chunk (256 rows of 48 floats, 12 chunks) and 32 KiB for a
+    query block (128 rows, 6 blocks), steps that start inside a block."""
+    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "64")
     labels_q, labels_g, _ = sample(rng, 700, 3000, n_ids=60)
     feat_q = rng.normal(size=(700, 40)).astype(np.float32)
     feat_g = rng.normal(size=(3000, 40)).astype(np.float32)

@@ -1219,12 +1219,11 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * chunks of columns and the queries in blocks of rows, each prepared (scaled,
  * k-major) when a pass needs it; a gallery of one chunk is prepared once. With
  * whole copies of both, the IFRT size (1M x 2.6M, D = 512) took 7.0 GiB
- * beyond its inputs. Blocks of 128 MiB a side leave room for the partitioned
- * count's buffers within 1 GiB there; the gallery is prepared again for each
- * block of queries (~0.2% of the pass at 2.6e11 pairs), so a smaller gallery
- * chunk costs no preparation, only more passes. EXT_ROC_OPERAND_KIB, where
- * set, replaces it: less memory, more preparation. */
-constexpr size_t kOperandBlockBytes = size_t(128) << 20;
+ * beyond its inputs; 256 MiB chunks leave room for the partitioned count's
+ * buffer within ~1 GiB, and preparing the gallery again at every step stays
+ * ~1% of the pass either way. EXT_ROC_OPERAND_KIB, where set, replaces the
+ * gallery's (the queries get half): less memory, more preparation. */
+constexpr size_t kGalleryChunkBytes = size_t(256) << 20;
 
 /* The tuning variable `name` where it is a whole number of at least `least`,
  * else `fallback` (unset, empty or not a number: atoll would read those as 0). */
@@ -1257,10 +1256,10 @@ int64_t chunk_tiles(int mode, int64_t tiles)
     return env_tuning("EXT_ROC_CHUNK_TILES", 1, waves * wave);
 }
 
-size_t operand_block_bytes()
+size_t gallery_chunk_bytes()
 {
     const int64_t kib = env_tuning("EXT_ROC_OPERAND_KIB", 1, 0);
-    return kib > 0 ? size_t(kib) << 10 : kOperandBlockBytes;
+    return kib > 0 ? size_t(kib) << 10 : kGalleryChunkBytes;
 }
 
 /* One side of the feature pass: its raw features (row-major), their inverse
@@ -1291,10 +1290,14 @@ struct FeatureOperands {
 };
 
 /* The sides' sizes and blocks, and for cosine their inverse norms (one set:
- * computed once). */
+ * computed once). Where the caller said the rows of its calls (step_rows > 0),
+ * a query block holds no more than one call's: its rows start anywhere in a
+ * tile, so round_up(step_rows) + one tile of rows. At the IFRT size a call's
+ * 6,607 rows take 13 MiB instead of the 128 MiB block, room the partitioned
+ * count's buffers use. */
 cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float *feat_q,
                           const float *feat_g, int64_t n_query, int64_t n_gallery, int64_t dim,
-                          int similarity)
+                          int similarity, int64_t step_rows)
 {
     f.dim = dim;
     f.k_pad = round_up(dim, FeatureTile::kSliceK);
@@ -1302,14 +1305,18 @@ cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float
     FeatureSide *sides[2] = {&f.q, &f.g};
     const float *x[2] = {feat_q, feat_g};
     const int64_t n[2] = {n_query, n_gallery};
+    const size_t bytes[2] = {gallery_chunk_bytes() / 2, gallery_chunk_bytes()};
     const bool one_set = feat_q == feat_g && n_query == n_gallery;
-    const int64_t block_rows = std::max<int64_t>(
-        roc_gemm::kBM, int64_t(operand_block_bytes()) / row_bytes / roc_gemm::kBM * roc_gemm::kBM);
     for (int side = 0; side < 2; side++) {
         FeatureSide &to = *sides[side];
         to.x = x[side];
         to.n = n[side];
-        to.block_rows = block_rows;
+        to.block_rows = std::max<int64_t>(roc_gemm::kBM,
+                                          int64_t(bytes[side]) / row_bytes / roc_gemm::kBM *
+                                              roc_gemm::kBM);
+        if (side == 0 && step_rows > 0)
+            to.block_rows =
+                std::min(to.block_rows, round_up(step_rows, roc_gemm::kBM) + roc_gemm::kBM);
         if (similarity != ROC_COSINE)
             continue;
         if (side == 1 && one_set) {
@@ -2201,7 +2208,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
     } else {
         if (s.feat_q) {
             EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
-                                       s.n_gallery, s.dim, s.similarity));
+                                       s.n_gallery, s.dim, s.similarity, s.step_rows));
             if (s.step_rows > 0 && s.n_query > 0 && s.n_gallery > 0 &&
                 (s.mode == kExact || s.mode == kBinned)) {
                 EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->ahead, cudaStreamNonBlocking));
@@ -2739,7 +2746,7 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
     ExtDeviceArena arena(static_cast<cudaStream_t>(stream_ptr));
     FeatureOperands features(arena);
     EXT_CUDA_TRY(feature_setup(arena, features, feat_q, feat_g, n_query, n_gallery, dim,
-                               similarity));
+                               similarity, 0));
     Buffer<float> chunk(arena);
     EXT_CUDA_TRY(over_feature_blocks(
         arena, features, 0, n_query, [&](const Operands &op, int64_t begin, int64_t end) {
