@@ -2246,10 +2246,12 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
 int64_t partition_keys()
 {
     const int64_t kib = env_tuning("EXT_ROC_PARTITION_KIB", 1, 0);
+    /* both knobs bounded first: they may be any whole number, and the
+     * segments' offsets are 32-bit */
     if (kib > 0)
-        return kib * 1024 / int64_t(sizeof(uint32_t));
-    return std::min(chunk_tiles(kPartitioned, INT64_MAX) * kTilePairs * 13 / 10,
-                    int64_t(1) << 28);
+        return std::min(kib, int64_t(1) << 23) * 1024 / int64_t(sizeof(uint32_t));
+    const int64_t tiles = std::min(chunk_tiles(kPartitioned, INT64_MAX), int64_t(1) << 20);
+    return std::min(tiles * kTilePairs * 13 / 10, int64_t(1) << 28);
 }
 
 /* range_axis (roc_count.cuh) on the host, to the bit: the product by a power
