@@ -591,6 +591,28 @@ def test_gpu_features_in_blocks(rng, monkeypatch, mode, source):
 
 
 @pytest.mark.gpu
+def test_gpu_query_block_holds_a_step(rng, monkeypatch):
+    """Told the rows of its calls, the feature pass prepares a query block of
+    one call's rows and a tile, not the whole 128 MiB block: 8,192 queries of
+    512 floats take 16 MiB at once, a step of 256 rows 0.75 MiB. The stored
+    tiles are the same size in both (EXT_ROC_CHUNK_TILES), so the memory
+    peaks differ by the query blocks alone; the counts do not differ."""
+    monkeypatch.setenv("EXT_ROC_CHUNK_TILES", "8")
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    labels_q = torch.from_numpy(rng.integers(0, 512, 8192)).cuda()
+    labels_g = torch.arange(4096, device="cuda") % 512
+    feat_q = torch.randn(8192, 512, device="cuda", generator=generator)
+    feat_g = torch.randn(4096, 512, device="cuda", generator=generator)
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q, feat_g=feat_g,
+                  mode="binned")
+    whole = roc.evaluate(**kwargs)
+    steps = roc.evaluate(chunk=256 * 4096, **kwargs)
+    for name, value in whole.counts.items():
+        np.testing.assert_array_equal(np.asarray(steps.counts[name]), np.asarray(value))
+    assert whole.device_bytes_peak - steps.device_bytes_peak >= 12 << 20
+
+
+@pytest.mark.gpu
 def test_gpu_many_genuine_levels(rng):
     """More genuine levels than fit in shared memory: the global counters."""
     n = 12000
