@@ -374,12 +374,18 @@ constexpr int kDrainBucketBitsMax = 14;
 constexpr int kDrainBucketBitsMin = 12;
 constexpr int kDrainIndexStride = 1 << kDrainBucketBitsMax; /* a range's index entries */
 
+/* count and lowest: a range's gaps, then a slot a lane for the keys its
+ * gaps do not count (on a level, or past the warp's share: a slot each, so
+ * that their atomics do not queue on one address) */
+constexpr int kDrainSpare = kRangeLevels + 1;
+constexpr int kDrainCounters = kDrainSpare + 32;
+
 /* level[kRangeLevels + 1] (after the range's levels, a key above any:
- * bisection steps then read no further), count and lowest[kRangeLevels + 1],
+ * bisection steps then read no further), count and lowest[kDrainCounters],
  * the index of 2^bucket_bits entries */
 constexpr size_t drain_shared_bytes(int bucket_bits)
 {
-    return (3 * kRangeLevels + 3) * sizeof(uint32_t) +
+    return (kRangeLevels + 1 + 2 * kDrainCounters) * sizeof(uint32_t) +
            (size_t(1) << bucket_bits) * sizeof(uint32_t);
 }
 
@@ -479,8 +485,7 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     extern __shared__ uint32_t drain_shared[];
     /* count[i] and lowest[i]: gap i of the range, below its level i */
     uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels + 1,
-             *lowest = drain_shared + 2 * (kRangeLevels + 1),
-             *index = drain_shared + 3 * (kRangeLevels + 1);
+             *lowest = count + kDrainCounters, *index = lowest + kDrainCounters;
     /* this block's slice of range r: the parts of pass blocks [b0, b1), and
      * the keys in them, begin[i] before part b0 + i (an exclusive scan, a
      * part a thread) */
@@ -506,10 +511,11 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     const DrainBuckets k(lo, hi, d.bucket_bits);
     fetch_to_shared(level, d.levels + first, n_range);
     fetch_to_shared(index, d.index + size_t(r) * kDrainIndexStride, k.n_buckets);
-    for (int i = threadIdx.x; i <= n_range; i += kDrainThreads) {
-        count[i] = 0;
-        lowest[i] = 0xffffffffu;
-    }
+    for (int i = threadIdx.x; i < kDrainCounters; i += kDrainThreads)
+        if (i <= n_range || i >= kDrainSpare) {
+            count[i] = 0;
+            lowest[i] = 0xffffffffu;
+        }
     if (threadIdx.x == 0)
         level[n_range] = 0xffffffffu; /* after the range's levels: no key is NaN's */
     __syncthreads();
@@ -527,10 +533,11 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     const int n_warps = blockDim.x / 32, warp = threadIdx.x / 32;
     const uint32_t share_lo = uint32_t(uint64_t(total) * warp / n_warps);
     const uint32_t share_hi = uint32_t(uint64_t(total) * (warp + 1) / n_warps);
-    const int64_t room = d.capacity[r] / uint32_t(d.n_blocks);
+    const uint32_t room = d.capacity[r] / uint32_t(d.n_blocks);
     /* the block's key t is d.keys[base + t] in part `part`, the parts up to
      * `limit` (begin[part + 1]); the lane's keys are read in order, so the
-     * part only moves on */
+     * part only moves on. In 32 bits: the buffer holds fewer than 2^32 keys
+     * (partition_keys), and base may wrap below zero before t is added. */
     int part = 0; /* the last part that starts at or before the share */
     for (int hi_part = n_parts - 1; part < hi_part;) {
         const int mid = (part + hi_part + 1) / 2;
@@ -539,15 +546,15 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
         else
             hi_part = mid - 1;
     }
-    const int64_t range_base = int64_t(d.offset[r]) + int64_t(b0) * room;
+    const uint32_t range_base = d.offset[r] + uint32_t(b0) * room;
     uint32_t limit = begin[part + 1];
-    int64_t base = range_base + part * room - begin[part];
+    uint32_t base = range_base + uint32_t(part) * room - begin[part];
+    /* past the share, another of the block's keys (counted nowhere): no branch */
     const auto read = [&](uint32_t t) {
-        if (t >= share_hi)
-            return lo;
+        t = min(t, total - 1);
         while (t >= limit) {
             part++;
-            base = range_base + part * room - limit;
+            base = range_base + uint32_t(part) * room - limit;
             limit = begin[part + 1];
         }
         return d.keys[base + t];
@@ -561,7 +568,7 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     for (uint32_t t0 = share_lo + threadIdx.x % 32; t0 < share_hi; t0 += kKeys * stride) {
         uint32_t key[kKeys];
         uint32_t a[kKeys], z[kKeys];
-        bool at[kKeys]; /* level[a] == key: the key on a level */
+        uint32_t at[kKeys]; /* 1 where level[a] == key: the key on a level */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
             key[u] = next[u];
@@ -574,7 +581,7 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
             const uint32_t ends = index[k.of(min(max(key[u], lo), hi) - lo)];
             a[u] = ends & 0xffffu;
             z[u] = ends >> 16;
-            at[u] = false;
+            at[u] = 0;
         }
         /* the steps without a branch a key: selects, not an if around
          * each key's step (ncu: its divergence barriers and branches took
@@ -599,22 +606,24 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
                 const bool below = at_mid < key[u];
                 a[u] = open && below ? mid + 1 : a[u];
                 z[u] = open && !below ? mid : z[u];
-                at[u] = open && !below ? at_mid == key[u] : at[u];
+                at[u] = open && !below ? uint32_t(at_mid == key[u]) : at[u];
                 more = more || a[u] < z[u];
             }
         }
+        /* without a branch a key (ncu: with them, a key's count took ~11
+         * instructions; the drain waits on its arithmetic pipe): a key on a
+         * level or past the share is counted in the lane's spare slot. An
+         * impostor on a level (7% of them at 3.5M levels, 1M x 65,000 hard)
+         * is counted in global memory (a count of them in shared memory
+         * took longer, twenty-first pass). */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
-            if (t0 + u * stride >= share_hi)
-                break;
-            const uint32_t i = a[u];
-            if (at[u]) { /* an impostor on a level: 7% of them at 3.5M levels (1M x 65,000
-                          * hard); counted in shared memory, their wavefronts took longer */
-                atomicAdd(&d.at[first + i], 1ull);
-            } else {
-                atomicAdd(&count[i], 1u);
-                atomicMin(&lowest[i], key[u]);
-            }
+            const bool counted = t0 + u * stride < share_hi;
+            const uint32_t i = counted && !at[u] ? a[u] : kDrainSpare + threadIdx.x % 32;
+            atomicAdd(&count[i], 1u);
+            atomicMin(&lowest[i], key[u]);
+            if (counted && at[u])
+                atomicAdd(&d.at[first + a[u]], 1ull);
         }
     }
     __syncthreads();
