@@ -568,7 +568,6 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     for (uint32_t t0 = share_lo + threadIdx.x % 32; t0 < share_hi; t0 += kKeys * stride) {
         uint32_t key[kKeys];
         uint32_t a[kKeys], z[kKeys];
-        uint32_t at[kKeys]; /* 1 where level[a] == key: the key on a level */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
             key[u] = next[u];
@@ -581,17 +580,12 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
             const uint32_t ends = index[k.of(min(max(key[u], lo), hi) - lo)];
             a[u] = ends & 0xffffu;
             z[u] = ends >> 16;
-            at[u] = 0;
         }
         /* the steps without a branch a key: selects, not an if around
          * each key's step (ncu: its divergence barriers and branches took
          * most of the loop's instructions). A finished key (a == z)
          * keeps its a and z and reads nothing: most keys' buckets hold
-         * no level or one. The step that last moves z reads level[z],
-         * the key's level where it lies on one: kept (`at`), it saves a
-         * read a key (the twentieth pass's drain was bound by them). Where
-         * z never moves, level[z] is in a later bucket, or after the
-         * range's levels: above the key. */
+         * no level or one. */
         bool more = false;
 #pragma unroll
         for (int u = 0; u < kKeys; u++)
@@ -606,10 +600,17 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
                 const bool below = at_mid < key[u];
                 a[u] = open && below ? mid + 1 : a[u];
                 z[u] = open && !below ? mid : z[u];
-                at[u] = open && !below ? uint32_t(at_mid == key[u]) : at[u];
                 more = more || a[u] < z[u];
             }
         }
+        /* a key on a level is on level a, the first at or above it (after
+         * the range's levels, one above any key). Read again here, not kept
+         * through the steps: the drain waits on its arithmetic pipe more
+         * than on shared memory since its index holds both ends (ncu). */
+        bool at[kKeys];
+#pragma unroll
+        for (int u = 0; u < kKeys; u++)
+            at[u] = level[a[u]] == key[u];
         /* without a branch a key (ncu: with them, a key's count took ~11
          * instructions; the drain waits on its arithmetic pipe): a key on a
          * level or past the share is counted in the lane's spare slot. An
