@@ -50,14 +50,15 @@
  * and stepped by a slice (until 2026-11-22 it was computed afresh per slice:
  * version 4 then took 5.18 ms, 1.17x cuBLAS).
  *
- * version 11: Tile<2>'s loop after CUTLASS's (PipelinedTile below: CUTLASS's
+ * version 11: Tile<2>'s loop after CUTLASS's (roc_gemm::PipelinedTile: CUTLASS's
  *            lane placement, FMAs in 2 x 2 serpentine blocks, the next k's
  *            operands loaded during this k's FMAs). H100, 10,000 x 21,000:
  *            4.66-4.68 ms, 1.04-1.05x cuBLAS, against version 4's 4.98-5.01
  *            ms (1.12x) and CUTLASS's 0.98x in the same runs; ncu: 320 M
  *            shared wavefronts against version 4's 534 M, dispatch stalls
- *            -25%. In the feature pass it did not pay (dev/NOTES.md, seventh
- *            pass), so the library keeps version 4.
+ *            -25%. In the fused feature pass it did not pay (dev/NOTES.md,
+ *            seventh pass); alone in tile_kernel it does, since the
+ *            twenty-fourth pass (-1.8%).
  *
  *   ./build/roc_gemm Q G D 0,4,11   times only cuBLAS and versions 4 and 11
  *
@@ -211,115 +212,8 @@ template <int kBK, int kStages> using Tile2K = roc_gemm::Tile<2, kBK, kStages>;
 // ----------------------------------------------------------------------------
 // version 11: Tile<2>'s loop after CUTLASS's SIMT main loop
 
-/* The same tiles, copies and fmaf chains as Tile<2>, three things changed:
- * lanes placed as CUTLASS's (tm = (lane % 16) / 2, tn = (lane / 16) * 2 +
- * lane % 2), so a quarter warp's 16-byte loads take 2 shared wavefronts
- * instead of 3.3; FMAs in 2 x 2 blocks, rows serpentine; the next k's
- * operands loaded while this k's FMAs run, the barrier for the next slice
- * before the last k of this one. */
-struct PipelinedTile : roc_gemm::Tile<2> {
-    static __device__ __forceinline__ int row(int i)
-    {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        return (warp / 2) * 64 + (i < 4 ? 0 : 32) + ((lane % 16) / 2) * 4 + (i % 4);
-    }
-    static __device__ __forceinline__ int col(int j)
-    {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        return (warp % 2) * kWarpCols + (j / 4) * 16 + ((lane / 16) * 2 + lane % 2) * 4 + (j % 4);
-    }
-    struct Fragment {
-        float a[8], b[kFragN];
-    };
-    static __device__ __forceinline__ void load_fragment(const float (*tile_a)[roc_gemm::kBM],
-                                                         const float (*tile_b)[roc_gemm::kBN],
-                                                         int k, int a_col, int b_col, Fragment &f)
-    {
-        const float4 a0 = *reinterpret_cast<const float4 *>(&tile_a[k][a_col]);
-        const float4 a1 = *reinterpret_cast<const float4 *>(&tile_a[k][a_col + 32]);
-        f.a[0] = a0.x, f.a[1] = a0.y, f.a[2] = a0.z, f.a[3] = a0.w;
-        f.a[4] = a1.x, f.a[5] = a1.y, f.a[6] = a1.z, f.a[7] = a1.w;
-#pragma unroll
-        for (int g = 0; g < kFragN / 4; g++) {
-            const float4 v = *reinterpret_cast<const float4 *>(&tile_b[k][b_col + 16 * g]);
-            f.b[4 * g] = v.x, f.b[4 * g + 1] = v.y, f.b[4 * g + 2] = v.z, f.b[4 * g + 3] = v.w;
-        }
-    }
-    static __device__ __forceinline__ void fma_fragment(const Fragment &f, float acc[8][kFragN])
-    {
-#pragma unroll
-        for (int j = 0; j < kFragN; j += 2)
-#pragma unroll
-            for (int i0 = 0; i0 < 8; i0 += 2) {
-                const int i = (j % 4) ? 8 - 2 - i0 : i0;
-                acc[i][j] = fmaf(f.a[i], f.b[j], acc[i][j]);
-                acc[i + 1][j] = fmaf(f.a[i + 1], f.b[j], acc[i + 1][j]);
-                acc[i + 1][j + 1] = fmaf(f.a[i + 1], f.b[j + 1], acc[i + 1][j + 1]);
-                acc[i][j + 1] = fmaf(f.a[i], f.b[j + 1], acc[i][j + 1]);
-            }
-    }
-    static __device__ __forceinline__ void product(const float *__restrict__ A_T, int64_t lda,
-                                                   const float *__restrict__ B_T, int64_t ldb,
-                                                   int64_t m0, int64_t n0, int64_t k_pad,
-                                                   Shared &s, float acc[8][kFragN])
-    {
-        constexpr int kBK = kSliceK, kStages = 3, kBM = roc_gemm::kBM, kBN = roc_gemm::kBN;
-        const int a_col = row(0), b_col = col(0);
-        const int n_k = int(k_pad / kBK);
-        const int r0 = threadIdx.x / (kBM / 4), x = (threadIdx.x % (kBM / 4)) * 4;
-        const float *a_src = A_T + r0 * lda + m0 + x, *b_src = B_T + r0 * ldb + n0 + x;
-        const int64_t a_row_step = kRowStep * lda, b_row_step = kRowStep * ldb;
-        const int64_t a_slice = kBK * lda, b_slice = kBK * ldb;
-        float *const a_dst = &s.a[0][r0][x], *const b_dst = &s.b[0][r0][x];
-        auto load_stage = [&](int stage) {
-#pragma unroll
-            for (int u = 0; u < kCopies; u++) {
-                roc_gemm::copy16(a_dst + stage * (kBK * kBM) + u * (kRowStep * kBM),
-                                 a_src + u * a_row_step);
-                roc_gemm::copy16(b_dst + stage * (kBK * kBN) + u * (kRowStep * kBN),
-                                 b_src + u * b_row_step);
-            }
-            a_src += a_slice;
-            b_src += b_slice;
-        };
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int j = 0; j < kFragN; j++)
-                acc[i][j] = 0.0f;
-#pragma unroll
-        for (int stage = 0; stage < kStages - 1; stage++) {
-            if (stage < n_k)
-                load_stage(stage);
-            roc_gemm::commit();
-        }
-        roc_gemm::wait<kStages - 2>();
-        __syncthreads(); /* slice 0 is in */
-        int read = 0, write = kStages - 1; /* stages of slice kt and of slice kt + kStages - 1 */
-        Fragment f[2];
-        load_fragment(s.a[0], s.b[0], 0, a_col, b_col, f[0]);
-        for (int kt = 0; kt < n_k; kt++) {
-            if (kt + kStages - 1 < n_k)
-                load_stage(write); /* into slice kt - 1's stage, free since the last barrier */
-            roc_gemm::commit();
-            write = write == kStages - 1 ? 0 : write + 1;
-#pragma unroll
-            for (int k = 0; k < kBK; k++) {
-                if (k == kBK - 1) {
-                    roc_gemm::wait<kStages - 2>();
-                    __syncthreads(); /* slice kt + 1 is in; slice kt's reads are issued */
-                    read = read == kStages - 1 ? 0 : read + 1;
-                }
-                if (k < kBK - 1 || kt + 1 < n_k)
-                    load_fragment(s.a[read], s.b[read], (k + 1) % kBK, a_col, b_col,
-                                  f[(k + 1) % 2]);
-                fma_fragment(f[k % 2], acc);
-            }
-        }
-        roc_gemm::wait<0>();
-        __syncthreads();
-    }
-};
+/* roc_gemm.cuh's PipelinedTile, the library's since the twenty-fourth pass */
+using PipelinedTile = roc_gemm::PipelinedTile;
 
 // ----------------------------------------------------------------------------
 // versions 12 to 15: the tile product and the count in separate kernels

@@ -47,8 +47,9 @@ namespace {
 constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int64_t kTilePairs = int64_t(roc_gemm::kBM) * roc_gemm::kBN;
-/* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it) */
-using FeatureTile = roc_gemm::Tile<2>;
+/* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it:
+ * version 11, alone in its kernel since the count has its own) */
+using FeatureTile = roc_gemm::PipelinedTile;
 /* Private counters a block may keep in shared memory (on a device with less
  * shared memory, what it has; see pass_params). The feature pass's stay at
  * what its count held beside the tiles when it was one kernel, 7,167 levels:
@@ -125,7 +126,12 @@ __global__ void __launch_bounds__(kThreads)
 /* The operands of one feature pass: a block of query rows and a chunk of
  * gallery columns prepared k-major and padded (roc_gemm.cuh): column m - m_base
  * of A is query row m, column n - n_begin of B gallery entry n, for the
- * columns [n_begin, n_end) this pass counts. */
+ * columns [n_begin, n_end) this pass counts. m_base is a multiple of kBM, the
+ * first row of the tile that holds the pass's first row (over_feature_blocks):
+ * the tiles start there. (Computed from row_begin in the tile loop instead,
+ * that loop-invariant held a register through the product, and ptxas chose
+ * another allocation: 213 registers and twice the FMAs with operands in one
+ * bank, tile_kernel +11%, dev/NOTES.md.) */
 struct Operands {
     const float *a, *b;
     int64_t lda, ldb, k_pad;
@@ -133,12 +139,11 @@ struct Operands {
 };
 
 /* The feature pass's tiles over rows [p.row_begin, p.row_end) of `op`: tiles_m
- * rows of tiles (from the one holding row_begin) by tiles_n columns. */
+ * rows of tiles (from the one holding row_begin, op.m_base) by tiles_n columns. */
 __host__ __device__ inline int64_t feature_tiles(const Operands &op, const PassParams &p,
                                                  int64_t *tiles_m, int64_t *tiles_n)
 {
-    const int64_t first_row = p.row_begin / roc_gemm::kBM * roc_gemm::kBM;
-    *tiles_m = (p.row_end - first_row + roc_gemm::kBM - 1) / roc_gemm::kBM;
+    *tiles_m = (p.row_end - op.m_base + roc_gemm::kBM - 1) / roc_gemm::kBM;
     *tiles_n = (op.n_end - op.n_begin + roc_gemm::kBN - 1) / roc_gemm::kBN;
     return *tiles_m * *tiles_n;
 }
@@ -155,8 +160,7 @@ __device__ __forceinline__ bool feature_tile(const Operands &op, const PassParam
     const int64_t group = t / (kGroupRows * tiles_n);
     const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
     const int64_t in_group = t - group * kGroupRows * tiles_n;
-    m0 = (p.row_begin / roc_gemm::kBM + group * kGroupRows + in_group % rows_in_group) *
-         roc_gemm::kBM;
+    m0 = op.m_base + (group * kGroupRows + in_group % rows_in_group) * roc_gemm::kBM;
     n0 = op.n_begin + (in_group / rows_in_group) * roc_gemm::kBN;
     return !(p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= p.row_offset + m0);
 }
