@@ -128,10 +128,7 @@ __global__ void __launch_bounds__(kThreads)
  * of A is query row m, column n - n_begin of B gallery entry n, for the
  * columns [n_begin, n_end) this pass counts. m_base is a multiple of kBM, the
  * first row of the tile that holds the pass's first row (over_feature_blocks):
- * the tiles start there. (Computed from row_begin in the tile loop instead,
- * that loop-invariant held a register through the product, and ptxas chose
- * another allocation: 213 registers and twice the FMAs with operands in one
- * bank, tile_kernel +11%, dev/NOTES.md.) */
+ * the tiles start there. */
 struct Operands {
     const float *a, *b;
     int64_t lda, ldb, k_pad;
@@ -150,32 +147,38 @@ __host__ __device__ inline int64_t feature_tiles(const Operands &op, const PassP
 
 /* Tile t of a feature pass over `op` (tiles_m x tiles_n tiles, in groups of
  * kGroupRows row tiles, column by column, so the blocks running together
- * share their gallery tiles in L2): its first row m0 and column n0. False
- * where one set's unordered pairs skip it: every column at or left of every
- * row, below the diagonal. */
-__device__ __forceinline__ bool feature_tile(const Operands &op, const PassParams &p, int64_t t,
-                                             int64_t tiles_m, int64_t tiles_n, int64_t &m0,
-                                             int64_t &n0)
+ * share their gallery tiles in L2): its first row m0 and column n0, from
+ * `first_row`, op.m_base. False where one set's unordered pairs skip it:
+ * every column at or left of every row, below the diagonal. */
+__device__ __forceinline__ bool feature_tile(const Operands &op, const PassParams &p,
+                                             int64_t first_row, int64_t t, int64_t tiles_m,
+                                             int64_t tiles_n, int64_t &m0, int64_t &n0)
 {
     const int64_t group = t / (kGroupRows * tiles_n);
     const int64_t rows_in_group = min(int64_t(kGroupRows), tiles_m - group * kGroupRows);
     const int64_t in_group = t - group * kGroupRows * tiles_n;
-    m0 = op.m_base + (group * kGroupRows + in_group % rows_in_group) * roc_gemm::kBM;
+    m0 = first_row + (group * kGroupRows + in_group % rows_in_group) * roc_gemm::kBM;
     n0 = op.n_begin + (in_group / rows_in_group) * roc_gemm::kBN;
     return !(p.same_set == ROC_SAME_SET_UNORDERED && n0 + roc_gemm::kBN - 1 <= p.row_offset + m0);
 }
 
 /* body(t, m0, n0) for this block's tiles of [p.tile_begin, p.tile_end)
  * that feature_tile does not skip: tile_kernel and count_tiles_kernel walk
- * the same ones. */
-template <typename Body>
+ * the same ones. kFromBase: the tiles' first row as op.m_base, else as the
+ * same row from p.row_begin. Only ptxas tells them apart: from p.row_begin,
+ * the loop-invariant held a register through tile_kernel's product, and
+ * ptxas chose 213 registers and twice the FMAs with two operands in one bank
+ * (tile_kernel +11%); from op.m_base, the partition kernel spilled 12 bytes
+ * (+1.6%). dev/NOTES.md, twenty-fourth pass. */
+template <bool kFromBase = false, typename Body>
 __device__ __forceinline__ void for_each_tile(const Operands &op, const PassParams &p, Body body)
 {
     int64_t tiles_m, tiles_n;
     feature_tiles(op, p, &tiles_m, &tiles_n);
+    const int64_t first_row = kFromBase ? op.m_base : p.row_begin / roc_gemm::kBM * roc_gemm::kBM;
     for (int64_t t = p.tile_begin + blockIdx.x; t < p.tile_end; t += gridDim.x) {
         int64_t m0, n0;
-        if (feature_tile(op, p, t, tiles_m, tiles_n, m0, n0))
+        if (feature_tile(op, p, first_row, t, tiles_m, tiles_n, m0, n0))
             body(t, m0, n0);
     }
 }
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     FeatureTile::Shared &tiles = *reinterpret_cast<FeatureTile::Shared *>(shared_bytes);
-    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
+    for_each_tile<true>(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         float acc[8][FeatureTile::kFragN];
         FeatureTile::product(op.a, op.lda, op.b, op.ldb, m0 - op.m_base, n0 - op.n_begin,
                              op.k_pad, tiles, acc);
