@@ -147,9 +147,10 @@ __host__ __device__ inline int64_t feature_tiles(const Operands &op, const PassP
 
 /* Tile t of a feature pass over `op` (tiles_m x tiles_n tiles, in groups of
  * kGroupRows row tiles, column by column, so the blocks running together
- * share their gallery tiles in L2): its first row m0 and column n0, from
- * `first_row`, op.m_base. False where one set's unordered pairs skip it:
- * every column at or left of every row, below the diagonal. */
+ * share their gallery tiles in L2): its first row m0 and column n0, the
+ * tiles' rows from first_row (op.m_base, see for_each_tile). False where one
+ * set's unordered pairs skip it: every column at or left of every row, below
+ * the diagonal. */
 __device__ __forceinline__ bool feature_tile(const Operands &op, const PassParams &p,
                                              int64_t first_row, int64_t t, int64_t tiles_m,
                                              int64_t tiles_n, int64_t &m0, int64_t &n0)
