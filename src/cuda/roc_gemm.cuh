@@ -66,7 +66,7 @@ template <int kPending> __device__ __forceinline__ void wait()
 template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
     using Shared = SharedTiles<kBK, kStages>;
     static constexpr int kThreads = 32 * 2 * kWarpsN;
-    static constexpr int kSliceK = kBK;
+    static constexpr int kSliceK = kBK, kSliceStages = kStages;
     static constexpr int kWarpCols = kBN / kWarpsN;
     static constexpr int kFragN = kWarpCols / 4;
 
@@ -215,7 +215,7 @@ struct PipelinedTile : Tile<2> {
                                                    int64_t m0, int64_t n0, int64_t k_pad,
                                                    Shared &s, float acc[8][kFragN])
     {
-        constexpr int kBK = kSliceK, kStages = 3;
+        constexpr int kBK = kSliceK, kStages = kSliceStages;
         const int a_col = row(0), b_col = col(0);
         const int n_k = int(k_pad / kBK);
         const int r0 = threadIdx.x / (kBM / 4), x = (threadIdx.x % (kBM / 4)) * 4;
