@@ -89,24 +89,32 @@ template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
     static constexpr int kCopies = kBK / kRowStep;
     static_assert(kBM == kBN && kBK % kRowStep == 0, "whole rows of 16-byte copies");
 
-    /* acc[i][j] = sum over k of A_T[k][m0 + row(i)] * B_T[k][n0 + col(j)], in k
-     * order. Leaves shared memory free for the caller's next use.
-     * The copy addresses are set up once and stepped by a slice (ncu: computing
-     * them afresh per slice, with a modulo for the stage, cost 185 instructions
-     * a slice and a warp and 19% of the warps' stall samples). */
-    static __device__ __forceinline__ void product(const float *__restrict__ A_T, int64_t lda,
-                                                   const float *__restrict__ B_T, int64_t ldb,
-                                                   int64_t m0, int64_t n0, int64_t k_pad,
-                                                   Shared &s, float acc[8][kFragN])
-    {
-        const int a_col = row(0), b_col = col(0);
-        const int n_k = int(k_pad / kBK);
-        const int r0 = threadIdx.x / (kBM / 4), x = (threadIdx.x % (kBM / 4)) * 4;
-        const float *a_src = A_T + r0 * lda + m0 + x, *b_src = B_T + r0 * ldb + n0 + x;
-        const int64_t a_row_step = kRowStep * lda, b_row_step = kRowStep * ldb;
-        const int64_t a_slice = kBK * lda, b_slice = kBK * ldb;
-        float *const a_dst = &s.a[0][r0][x], *const b_dst = &s.b[0][r0][x];
-        auto load_stage = [&](int stage) {
+    /* The copy addresses, set up once a tile and stepped by a slice (ncu:
+     * computing them afresh per slice, with a modulo for the stage, cost 185
+     * instructions a slice and a warp and 19% of the warps' stall samples). */
+    struct StageCopy {
+        const float *a_src, *b_src;
+        int64_t a_row_step, b_row_step, a_slice, b_slice;
+        float *a_dst, *b_dst;
+
+        __device__ __forceinline__ StageCopy(const float *__restrict__ A_T, int64_t lda,
+                                             const float *__restrict__ B_T, int64_t ldb,
+                                             int64_t m0, int64_t n0, Shared &s)
+        {
+            const int r0 = threadIdx.x / (kBM / 4), x = (threadIdx.x % (kBM / 4)) * 4;
+            a_src = A_T + r0 * lda + m0 + x;
+            b_src = B_T + r0 * ldb + n0 + x;
+            a_row_step = kRowStep * lda;
+            b_row_step = kRowStep * ldb;
+            a_slice = kBK * lda;
+            b_slice = kBK * ldb;
+            a_dst = &s.a[0][r0][x];
+            b_dst = &s.b[0][r0][x];
+        }
+
+        /* the next slice into `stage` */
+        __device__ __forceinline__ void load(int stage)
+        {
 #pragma unroll
             for (int u = 0; u < kCopies; u++) {
                 copy16(a_dst + stage * (kBK * kBM) + u * (kRowStep * kBM), a_src + u * a_row_step);
@@ -114,7 +122,12 @@ template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
             }
             a_src += a_slice;
             b_src += b_slice;
-        };
+        }
+    };
+
+    /* acc zeroed, and the copies of the first kStages - 1 of n_k slices issued */
+    static __device__ __forceinline__ void start(StageCopy &copy, int n_k, float acc[8][kFragN])
+    {
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
@@ -123,15 +136,28 @@ template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
 #pragma unroll
         for (int stage = 0; stage < kStages - 1; stage++) {
             if (stage < n_k)
-                load_stage(stage);
+                copy.load(stage);
             commit();
         }
+    }
+
+    /* acc[i][j] = sum over k of A_T[k][m0 + row(i)] * B_T[k][n0 + col(j)], in k
+     * order. Leaves shared memory free for the caller's next use. */
+    static __device__ __forceinline__ void product(const float *__restrict__ A_T, int64_t lda,
+                                                   const float *__restrict__ B_T, int64_t ldb,
+                                                   int64_t m0, int64_t n0, int64_t k_pad,
+                                                   Shared &s, float acc[8][kFragN])
+    {
+        const int a_col = row(0), b_col = col(0);
+        const int n_k = int(k_pad / kBK);
+        StageCopy copy(A_T, lda, B_T, ldb, m0, n0, s);
+        start(copy, n_k, acc);
         int read = 0, write = kStages - 1; /* stages of slice kt and of slice kt + kStages - 1 */
         for (int kt = 0; kt < n_k; kt++) {
             wait<kStages - 2>();
             __syncthreads(); /* slice kt is in; slice kt - 1's stage is free for reuse */
             if (kt + kStages - 1 < n_k)
-                load_stage(write);
+                copy.load(write);
             commit();
             write = write == kStages - 1 ? 0 : write + 1;
             const float(*tile_a)[kBM] = s.a[read];
@@ -218,33 +244,8 @@ struct PipelinedTile : Tile<2> {
         constexpr int kBK = kSliceK, kStages = kSliceStages;
         const int a_col = row(0), b_col = col(0);
         const int n_k = int(k_pad / kBK);
-        const int r0 = threadIdx.x / (kBM / 4), x = (threadIdx.x % (kBM / 4)) * 4;
-        const float *a_src = A_T + r0 * lda + m0 + x, *b_src = B_T + r0 * ldb + n0 + x;
-        const int64_t a_row_step = kRowStep * lda, b_row_step = kRowStep * ldb;
-        const int64_t a_slice = kBK * lda, b_slice = kBK * ldb;
-        float *const a_dst = &s.a[0][r0][x], *const b_dst = &s.b[0][r0][x];
-        auto load_stage = [&](int stage) {
-#pragma unroll
-            for (int u = 0; u < kCopies; u++) {
-                copy16(a_dst + stage * (kBK * kBM) + u * (kRowStep * kBM),
-                                 a_src + u * a_row_step);
-                copy16(b_dst + stage * (kBK * kBN) + u * (kRowStep * kBN),
-                                 b_src + u * b_row_step);
-            }
-            a_src += a_slice;
-            b_src += b_slice;
-        };
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int j = 0; j < kFragN; j++)
-                acc[i][j] = 0.0f;
-#pragma unroll
-        for (int stage = 0; stage < kStages - 1; stage++) {
-            if (stage < n_k)
-                load_stage(stage);
-            commit();
-        }
+        StageCopy copy(A_T, lda, B_T, ldb, m0, n0, s);
+        start(copy, n_k, acc);
         wait<kStages - 2>();
         __syncthreads(); /* slice 0 is in */
         int read = 0, write = kStages - 1; /* stages of slice kt and of slice kt + kStages - 1 */
@@ -252,7 +253,7 @@ struct PipelinedTile : Tile<2> {
         load_fragment(s.a[0], s.b[0], 0, a_col, b_col, f[0]);
         for (int kt = 0; kt < n_k; kt++) {
             if (kt + kStages - 1 < n_k)
-                load_stage(write); /* into slice kt - 1's stage, free since the last barrier */
+                copy.load(write); /* into slice kt - 1's stage, free since the last barrier */
             commit();
             write = write == kStages - 1 ? 0 : write + 1;
 #pragma unroll
