@@ -88,24 +88,27 @@ def evaluator_cases(generator, small):
 
 def partition_cases(generator):
     """Exact from features with two labels: ~30,000 genuine levels among as
-    many impostors, the partitioned count (four ranges), two sets and one; with
-    the default keys' buffer and with one of 1,024 keys, whose segments fill
-    (the keys past them counted directly)."""
+    many impostors, the partitioned count (four ranges, or two wide ones), two
+    sets and one; with the default keys' buffer and with one of 1,024 keys,
+    whose segments fill (the keys past them counted directly)."""
     labels_q = torch.randint(0, 2, (200,), device="cuda", generator=generator)
     labels_g = torch.randint(0, 2, (300,), device="cuda", generator=generator)
     feat_q = torch.randn(200, 16, device="cuda", generator=generator)
     feat_g = torch.randn(300, 16, device="cuda", generator=generator)
     ran = 0
     os.environ["EXT_ROC_PARTITION_LEVELS"] = "0"  # else only after a first operand block
-    for kib in (None, "4"):
+    for kib, range_levels in ((None, None), ("4", None), (None, "16384"), ("4", "16384")):
         if kib:
             os.environ["EXT_ROC_PARTITION_KIB"] = kib
+        if range_levels:
+            os.environ["EXT_ROC_RANGE_LEVELS"] = range_levels
         try:
             roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)
             roc.evaluate(labels_g, None, feat_q=feat_g, same_set=True)
             ran += 2
         finally:
             os.environ.pop("EXT_ROC_PARTITION_KIB", None)
+            os.environ.pop("EXT_ROC_RANGE_LEVELS", None)
     del os.environ["EXT_ROC_PARTITION_LEVELS"]
     return ran
 

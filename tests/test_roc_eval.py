@@ -776,7 +776,9 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     segments fill (the keys past them are counted directly); and with range
     indexes of 12 and 64 buckets, so that each holds thousands of levels and
     ranges start where a bucket starts (its keys below the range's lowest
-    level counted there), inside one (its keys bisect), or both. Integer
+    level counted there), inside one (its keys bisect), or both; then with
+    wide ranges (EXT_ROC_RANGE_LEVELS=16384, the drain's other layout), the
+    other knobs as they were and then unset. Integer
     features scored by dot products put many impostors exactly on a level;
     normal ones spread the levels among the impostors; "outliers" keeps every
     genuine score high but a few, so the impostors above the lowest level
@@ -814,10 +816,15 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # else only after a first operand block
+    knobs = ("EXT_ROC_PARTITION_KIB", "EXT_ROC_RANGE_BUCKETS", "EXT_ROC_DRAIN_BUCKET_BITS")
     for knob, value in ((None, None), ("EXT_ROC_PARTITION_KIB", "64"),
                         ("EXT_ROC_RANGE_BUCKETS", "12"), ("EXT_ROC_RANGE_BUCKETS", "64"),
-                        ("EXT_ROC_DRAIN_BUCKET_BITS", "12")):
-        if knob:
+                        ("EXT_ROC_DRAIN_BUCKET_BITS", "12"), ("EXT_ROC_RANGE_LEVELS", "16384"),
+                        ("unset", None)):
+        if knob == "unset":
+            for name in knobs:
+                monkeypatch.delenv(name, raising=False)
+        elif knob:
             monkeypatch.setenv(knob, value)
         gpu = roc.evaluate(**moved)
         for name, value in cpu.counts.items():
@@ -832,7 +839,8 @@ def test_gpu_partitioned_count_crowded_gap(monkeypatch):
     """1.5M impostors in one gap, all of them counted by one drain block
     (EXT_ROC_DRAIN_SLICES=1), every lane's atomics on one shared counter and
     one lowest key: the gap's count and lowest key stay exact, as do the
-    7,499 impostors on each level. Each query scores a gallery entry by its
+    7,499 impostors on each level, with either drain layout (ranges of 8,192
+    levels and of 16,384). Each query scores a gallery entry by its
     first feature: entry j < 7,500 scores 2j + 1 (a level with its own
     query, an impostor on that level with the others), and 200 entries no
     query shares score 2, between the levels 1 and 3."""
@@ -852,11 +860,13 @@ def test_gpu_partitioned_count_crowded_gap(monkeypatch):
              for k, v in kwargs.items()}
     monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")
     monkeypatch.setenv("EXT_ROC_DRAIN_SLICES", "1")
-    gpu = roc.evaluate(**moved)
-    for name, value in cpu.counts.items():
-        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
-    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
-    assert (gpu.n_impostor, gpu.auc) == (cpu.n_impostor, cpu.auc)
+    for range_levels in ("8192", "16384"):
+        monkeypatch.setenv("EXT_ROC_RANGE_LEVELS", range_levels)
+        gpu = roc.evaluate(**moved)
+        for name, value in cpu.counts.items():
+            np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+        np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+        assert (gpu.n_impostor, gpu.auc) == (cpu.n_impostor, cpu.auc)
 
 
 def aside_workload(rng, features, n_ids=3000, per_id=4):

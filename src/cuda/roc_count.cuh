@@ -48,11 +48,13 @@ enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside
 constexpr int kThreads = 256; /* the counting passes' block */
 
 /* Partitioned exact counting: a range holds at most kRangeLevels
- * consecutive levels, whose counters fill a drain block's shared memory; the
+ * consecutive levels, or kWideRangeLevels where the levels are many
+ * (range_levels_for), whose counters fill a drain block's shared memory; the
  * partition kernel keeps an index of kRangeBuckets buckets from a key to its
  * range in shared memory, and stages the kSortKeys keys of a stored tile at
  * once by range with a block of kPartitionThreads. */
 constexpr int kRangeLevels = 8192;
+constexpr int kWideRangeLevels = 2 * kRangeLevels;
 constexpr int kMaxRanges = 1023;
 /* the partition's slot of keys below the lowest level, after every range's:
  * the staging steps then go without a branch a key */

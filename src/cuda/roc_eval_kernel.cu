@@ -376,24 +376,29 @@ PartitionKernel partition_kernel_for(float scale)
  * 7.3 a key, two of them the index's and ~3.3 the bisection's).
  */
 constexpr int kDrainThreads = 1024;
-/* a drain block's parts, one a thread in the scan of their sizes: drain_ranges' slices see to it */
-constexpr int kMaxDrainParts = kDrainThreads;
+/* a drain block's parts, one a thread in the scan of their sizes
+ * (drain_ranges' slices see to it); no more, so that a wide range's drain
+ * has room for an index of 2^13 buckets */
+constexpr int kMaxDrainParts = 512;
 constexpr int kDrainBucketBitsMax = 14;
 constexpr int kDrainBucketBitsMin = 12;
 constexpr int kDrainIndexStride = 1 << kDrainBucketBitsMax; /* a range's index entries */
 
-/* count and lowest: a range's gaps, then a slot a lane for the keys its
- * gaps do not count (on a level, or past the warp's share: a slot each, so
- * that their atomics do not queue on one address) */
-constexpr int kDrainSpare = kRangeLevels + 1;
-constexpr int kDrainCounters = kDrainSpare + 32;
+/* The drain's shared memory for ranges of at most kLevels levels: count and
+ * lowest hold a range's gaps, then a slot a lane for the keys its gaps do
+ * not count (on a level, or past the warp's share: a slot each, so that
+ * their atomics do not queue on one address). */
+template <int kLevels> struct DrainLayout {
+    static constexpr int kSpare = kLevels + 1;
+    static constexpr int kCounters = kSpare + 32;
+};
 
-/* level[kRangeLevels + 1] (after the range's levels, a key above any:
- * bisection steps then read no further), count and lowest[kDrainCounters],
- * the index of 2^bucket_bits entries */
-constexpr size_t drain_shared_bytes(int bucket_bits)
+/* level[range_levels + 1] (after the range's levels, a key above any:
+ * bisection steps then read no further), count and lowest[DrainLayout's
+ * kCounters], the index of 2^bucket_bits entries */
+constexpr size_t drain_shared_bytes(int range_levels, int bucket_bits)
 {
-    return (kRangeLevels + 1 + 2 * kDrainCounters) * sizeof(uint32_t) +
+    return (range_levels + 1 + 2 * (range_levels + 1 + 32)) * sizeof(uint32_t) +
            (size_t(1) << bucket_bits) * sizeof(uint32_t);
 }
 
@@ -488,11 +493,15 @@ template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int 
     }
 }
 
+/* kLevels: the most levels a range holds (ev->range_levels) */
+template <int kLevels>
 __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainParams d)
 {
+    constexpr int kDrainSpare = DrainLayout<kLevels>::kSpare;
+    constexpr int kDrainCounters = DrainLayout<kLevels>::kCounters;
     extern __shared__ uint32_t drain_shared[];
     /* count[i] and lowest[i]: gap i of the range, below its level i */
-    uint32_t *level = drain_shared, *count = drain_shared + kRangeLevels + 1,
+    uint32_t *level = drain_shared, *count = drain_shared + kLevels + 1,
              *lowest = count + kDrainCounters, *index = lowest + kDrainCounters;
     /* this block's slice of range r: the parts of pass blocks [b0, b1), and
      * the keys in them, begin[i] before part b0 + i (an exclusive scan, a
@@ -500,7 +509,9 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     const int r = blockIdx.y;
     const int b0 = d.n_blocks * blockIdx.x / gridDim.x;
     const int b1 = d.n_blocks * (blockIdx.x + 1) / gridDim.x, n_parts = b1 - b0;
-    using Scan = cub::BlockScan<uint32_t, kDrainThreads>;
+    /* warp scans: the raking kind's 4 KB of shared memory would leave a wide
+     * range too little room for its index */
+    using Scan = cub::BlockScan<uint32_t, kDrainThreads, cub::BLOCK_SCAN_WARP_SCANS>;
     __shared__ typename Scan::TempStorage scan;
     __shared__ uint32_t begin[kMaxDrainParts + 1];
     const int own = int(threadIdx.x); /* the thread's part */
@@ -1470,6 +1481,7 @@ struct roc_eval_cuda {
     Buffer<uint16_t> range_index;
     Buffer<uint32_t> drain_index; /* drain_index_kernel's, drain_bucket_bits' */
     int drain_bucket_bits = 0;
+    int range_levels = kRangeLevels; /* the most a range holds (range_levels_for) */
     int64_t range_keys_total = 0;
     /* exact from features with global counters: the keys the pass sets aside
      * (roc_count.cuh), while not partitioned, and each warp's count of them;
@@ -1721,11 +1733,19 @@ int64_t forced_partition_levels()
     return env_tuning("EXT_ROC_PARTITION_LEVELS", 0, -1);
 }
 
-/* The drain's finest index (its bucket bits) that leaves room for its
- * shared memory on the device, 0 where even the coarsest does not;
- * EXT_ROC_DRAIN_BUCKET_BITS, where set, at most that (the tests make it the
- * coarsest: buckets of several levels, bisected). */
-int drain_bucket_bits(int device)
+/* The drain kernel for ranges of at most `range_levels` levels. */
+const void *drain_kernel_for(int range_levels)
+{
+    if (range_levels > kRangeLevels)
+        return reinterpret_cast<const void *>(drain_kernel<kWideRangeLevels>);
+    return reinterpret_cast<const void *>(drain_kernel<kRangeLevels>);
+}
+
+/* The drain's finest index (its bucket bits) for ranges of `range_levels`
+ * levels that leaves room for its shared memory on the device, 0 where even
+ * the coarsest does not; EXT_ROC_DRAIN_BUCKET_BITS, where set, at most that
+ * (the tests make it the coarsest: buckets of several levels, bisected). */
+int drain_bucket_bits(int device, int range_levels)
 {
     const int most = int(std::min<int64_t>(
         env_tuning("EXT_ROC_DRAIN_BUCKET_BITS", kDrainBucketBitsMin, kDrainBucketBitsMax),
@@ -1734,12 +1754,31 @@ int drain_bucket_bits(int device)
     cudaFuncAttributes drain{};
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
             cudaSuccess ||
-        cudaFuncGetAttributes(&drain, drain_kernel) != cudaSuccess)
+        cudaFuncGetAttributes(&drain, drain_kernel_for(range_levels)) != cudaSuccess)
         return 0;
     for (int bits = most; bits >= kDrainBucketBitsMin; bits--)
-        if (drain_shared_bytes(bits) + drain.sharedSizeBytes <= size_t(optin))
+        if (drain_shared_bytes(range_levels, bits) + drain.sharedSizeBytes <= size_t(optin))
             return bits;
     return 0;
+}
+
+/* The most levels a range of the partitioned count holds for `n_levels`
+ * levels: kWideRangeLevels from kWideRangesFrom levels, where the device has
+ * the shared memory for its drain, else kRangeLevels. The partition's cost a
+ * key grows with its ranges, the drain's with the levels a range holds (a
+ * coarser index, more levels to read): at 3.5M levels (428 -> 214 ranges)
+ * partition and drain took 795 -> 683 ms, at ~2.1M 379 -> 387, at 773,000
+ * 111 -> 115, at 400,000 (2.6e11 pairs) 2,179 -> 2,510 (H100, dev/NOTES.md,
+ * twenty-fifth pass). EXT_ROC_RANGE_LEVELS, set to either, chooses (the tests). */
+constexpr int64_t kWideRangesFrom = int64_t(300) * kRangeLevels;
+
+int range_levels_for(int64_t n_levels, int device)
+{
+    const int64_t forced = env_tuning("EXT_ROC_RANGE_LEVELS", kRangeLevels, 0);
+    const bool wide = forced == kWideRangeLevels ||
+                      (forced != kRangeLevels && n_levels >= kWideRangesFrom);
+    return wide && drain_bucket_bits(device, kWideRangeLevels) > 0 ? kWideRangeLevels
+                                                                   : kRangeLevels;
 }
 
 /* Whether exact mode may count the feature pass's pairs by partition:
@@ -1755,9 +1794,9 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
         optin = 0;
     return s.mode == kExact && !s.list && s.score == nullptr &&
            size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
-           n_levels <= int64_t(kMaxRanges) * kRangeLevels &&
+           n_levels <= int64_t(kMaxRanges) * range_levels_for(n_levels, s.device) &&
            RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
-           drain_bucket_bits(s.device) > 0;
+           drain_bucket_bits(s.device, range_levels_for(n_levels, s.device)) > 0;
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
@@ -1815,8 +1854,12 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
                         ev->range_block_used.get(), n_ranges,
                         ev->part.n_blocks,        ev->drain_bucket_bits, ev->at,
                         ev->gap,            ev->gap_min};
-    drain_kernel<<<dim3(unsigned(slices), unsigned(n_ranges)), kDrainThreads,
-                   drain_shared_bytes(ev->drain_bucket_bits), stream>>>(d);
+    const dim3 grid{unsigned(slices), unsigned(n_ranges)};
+    const size_t shared = drain_shared_bytes(ev->range_levels, ev->drain_bucket_bits);
+    if (ev->range_levels > kRangeLevels)
+        drain_kernel<kWideRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
+    else
+        drain_kernel<kRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
         ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
@@ -2295,13 +2338,13 @@ struct RangeCut {
     int64_t split_buckets = 0;    /* buckets a range starts inside */
 };
 
-/* Ranges of at most kRangeLevels levels that end where buckets end, where
- * the range so far holds at least `min_fill` levels; else (a bucket of more
+/* Ranges of at most `most` levels that end where buckets end, where the
+ * range so far holds at least `min_fill` levels; else (a bucket of more
  * levels than a range, or a range not full enough) cut inside the bucket.
  * So there are at most U / min_fill + 1 ranges, and with min_fill above
- * kRangeLevels the ranges are kRangeLevels levels each, the last fewer. */
-RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t min_fill,
-                    int64_t most_buckets)
+ * `most` the ranges are `most` levels each, the last fewer. */
+RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t most,
+                    int64_t min_fill, int64_t most_buckets)
 {
     RangeCut c;
     c.scale = scale;
@@ -2320,13 +2363,13 @@ RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t min_fi
         while (end < U && bucket[end] == bucket[j])
             end++;
         const int64_t start = c.first.back();
-        if (end - start <= kRangeLevels) {
+        if (end - start <= most) {
             j = end;
         } else if (j - start >= min_fill) { /* the range ends with the bucket before */
             c.first.push_back(uint32_t(j));
             inside.push_back(false);
         } else {
-            j = start + kRangeLevels;
+            j = start + most;
             c.first.push_back(uint32_t(j));
             inside.push_back(true);
         }
@@ -2362,7 +2405,8 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     /* EXT_ROC_RANGE_BUCKETS, for the tests: fewer buckets, crowded with levels */
     const int64_t buckets = std::min(env_tuning("EXT_ROC_RANGE_BUCKETS", 1, kRangeBuckets),
                                      int64_t(kRangeBuckets));
-    RangeCut cut = cut_ranges(keys, U, 0.0f, kRangeLevels / 2, buckets);
+    const int most = range_levels_for(U, ev->src.device); /* can_partition's */
+    RangeCut cut = cut_ranges(keys, U, 0.0f, most, most / 2, buckets);
     const float lo = roc_key_score(keys[0]), hi = roc_key_score(keys[U - 1]);
     const float largest = std::max(std::fabs(lo), std::fabs(hi));
     int exponent = 0;
@@ -2370,13 +2414,13 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
         std::frexp(largest, &exponent); /* largest < 2^exponent */
         if (exponent >= -96 && exponent <= 126) { /* 2^(30 - exponent): a normal float */
             RangeCut by_score =
-                cut_ranges(keys, U, std::ldexp(1.0f, 30 - exponent), kRangeLevels / 2, buckets);
+                cut_ranges(keys, U, std::ldexp(1.0f, 30 - exponent), most, most / 2, buckets);
             if (by_score.split_buckets < cut.split_buckets)
                 cut = std::move(by_score);
         }
     }
     if (cut.first.size() - 1 > size_t(kMaxRanges))
-        cut = cut_ranges(keys, U, 0.0f, int64_t(kRangeLevels) + 1, buckets);
+        cut = cut_ranges(keys, U, 0.0f, most, int64_t(most) + 1, buckets);
     const int n_ranges = int(cut.first.size()) - 1;
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
@@ -2394,7 +2438,8 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
     EXT_CUDA_TRY(ev->drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
-    ev->drain_bucket_bits = drain_bucket_bits(ev->src.device); /* can_partition: not 0 */
+    ev->range_levels = most;
+    ev->drain_bucket_bits = drain_bucket_bits(ev->src.device, most); /* can_partition: not 0 */
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
@@ -2419,8 +2464,9 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
         ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
         ev->range_keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
-    EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(drain_shared_bytes(ev->drain_bucket_bits))));
+    EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel_for(most),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(drain_shared_bytes(most, ev->drain_bucket_bits))));
     ev->part = RangePartition{n_ranges,
                               ev->range_first.get(),
                               cut.scale,
