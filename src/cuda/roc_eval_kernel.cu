@@ -384,21 +384,22 @@ constexpr int kDrainBucketBitsMax = 14;
 constexpr int kDrainBucketBitsMin = 12;
 constexpr int kDrainIndexStride = 1 << kDrainBucketBitsMax; /* a range's index entries */
 
-/* The drain's shared memory for ranges of at most kLevels levels: count and
- * lowest hold a range's gaps, then a slot a lane for the keys its gaps do
- * not count (on a level, or past the warp's share: a slot each, so that
- * their atomics do not queue on one address). */
-template <int kLevels> struct DrainLayout {
-    static constexpr int kSpare = kLevels + 1;
-    static constexpr int kCounters = kSpare + 32;
-};
+/* The drain's shared memory for ranges of at most range_levels levels: count
+ * and lowest hold a range's gaps, then, from drain_spare, a slot a lane for
+ * the keys its gaps do not count (on a level, or past the warp's share: a
+ * slot each, so that their atomics do not queue on one address). */
+__host__ __device__ constexpr int drain_spare(int range_levels) { return range_levels + 1; }
+__host__ __device__ constexpr int drain_counters(int range_levels)
+{
+    return drain_spare(range_levels) + 32;
+}
 
 /* level[range_levels + 1] (after the range's levels, a key above any:
- * bisection steps then read no further), count and lowest[DrainLayout's
- * kCounters], the index of 2^bucket_bits entries */
+ * bisection steps then read no further), count and lowest[drain_counters],
+ * the index of 2^bucket_bits entries */
 constexpr size_t drain_shared_bytes(int range_levels, int bucket_bits)
 {
-    return (range_levels + 1 + 2 * (range_levels + 1 + 32)) * sizeof(uint32_t) +
+    return (range_levels + 1 + 2 * size_t(drain_counters(range_levels))) * sizeof(uint32_t) +
            (size_t(1) << bucket_bits) * sizeof(uint32_t);
 }
 
@@ -497,8 +498,8 @@ template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int 
 template <int kLevels>
 __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainParams d)
 {
-    constexpr int kDrainSpare = DrainLayout<kLevels>::kSpare;
-    constexpr int kDrainCounters = DrainLayout<kLevels>::kCounters;
+    constexpr int kDrainSpare = drain_spare(kLevels);
+    constexpr int kDrainCounters = drain_counters(kLevels);
     extern __shared__ uint32_t drain_shared[];
     /* count[i] and lowest[i]: gap i of the range, below its level i */
     uint32_t *level = drain_shared, *count = drain_shared + kLevels + 1,
@@ -1792,11 +1793,12 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s.device) !=
         cudaSuccess)
         optin = 0;
+    const int range_levels = range_levels_for(n_levels, s.device);
     return s.mode == kExact && !s.list && s.score == nullptr &&
            size_t(n_levels + 1) * 2 * sizeof(uint32_t) > counters_max(ev) &&
-           n_levels <= int64_t(kMaxRanges) * range_levels_for(n_levels, s.device) &&
+           n_levels <= int64_t(kMaxRanges) * range_levels &&
            RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
-           drain_bucket_bits(s.device, range_levels_for(n_levels, s.device)) > 0;
+           drain_bucket_bits(s.device, range_levels) > 0;
 }
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
