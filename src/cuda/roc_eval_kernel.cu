@@ -1767,7 +1767,7 @@ int drain_bucket_bits(int device, int range_levels)
  * levels: kWideRangeLevels from kWideRangesFrom levels, where the device has
  * the shared memory for its drain, else kRangeLevels. The partition's cost a
  * key grows with its ranges, the drain's with the levels a range holds (a
- * coarser index, more levels to read): at 3.5M levels (428 -> 214 ranges)
+ * coarser index, more levels to read): at 3.5M levels (563 -> 253 ranges)
  * partition and drain took 795 -> 683 ms, at ~2.1M 379 -> 387, at 773,000
  * 111 -> 115, at 400,000 (2.6e11 pairs) 2,179 -> 2,510 (H100, dev/NOTES.md,
  * twenty-fifth pass). EXT_ROC_RANGE_LEVELS, set to either, chooses (the tests). */
