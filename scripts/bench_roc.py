@@ -6,9 +6,10 @@
 Peers: the blog's 2018 kernel as published (dev/cuda/roc_blog.cu), torch
 matmul + torch.histc, an exact ROC from torch.sort + cumsum, torchmetrics'
 binary_roc (1024 thresholds, and exact), scikit-learn's roc_curve on the CPU
-(on a subset, scaled, and labelled so). This project: gpu_roc on a given
-score matrix, evaluate() binned and exact on a score matrix and from features,
-roc_curve() on a score matrix.
+(on a subset, scaled, and labelled so), the exact count done directly with
+torch at scale (chunked matmul + searchsorted + bincount). This project:
+gpu_roc on a given score matrix, evaluate() binned and exact on a score matrix
+and from features, roc_curve() on a score matrix.
 
 Every time is the median of 20 runs (3 for the slow peers) timed with CUDA
 events after warm-ups, with L2 flushed before each run and the GPU kept busy
@@ -349,17 +350,80 @@ def chunked_gemm(feat_q, feat_g, step=512):
     return run
 
 
+def searchsorted_exact(feat_q, feat_g, labels_q, labels_g, step=64):
+    """The exact count done directly with torch, evaluate(mode="exact")'s peer
+    from features: the genuine levels (distinct genuine cosines, from the
+    genuine pairs' dot products), then for each chunk of rows torch.matmul of
+    the unit rows, torch.searchsorted into the levels, torch.bincount (int64)
+    of each impostor's gap or level, and scatter_reduce's lowest score of each
+    (the curve's thresholds): evaluate's raw exact counts. Returns run() and
+    the last run's levels and counts (impostor_at, impostor_between, between_min)."""
+    unit_q, unit_g_t = unit(feat_q), unit(feat_g).T.contiguous()
+    out = torch.empty(step, feat_g.shape[0], device=feat_q.device)
+    result = {}
+
+    def genuine_levels():
+        order = torch.argsort(labels_g)
+        sorted_g = labels_g[order]
+        first = torch.searchsorted(sorted_g, labels_q)
+        many = torch.searchsorted(sorted_g, labels_q, right=True) - first
+        rows = torch.repeat_interleave(torch.arange(labels_q.numel(), device=feat_q.device), many)
+        start = torch.repeat_interleave(first - torch.cumsum(many, 0) + many, many)
+        cols = order[start + torch.arange(rows.numel(), device=feat_q.device)]
+        return torch.unique((unit_q[rows] * unit_g_t.T[cols]).sum(1))
+
+    def run():
+        levels = genuine_levels()
+        n = levels.numel()
+        counts = torch.zeros(2 * n + 2, dtype=torch.int64, device=feat_q.device)
+        lowest = torch.full((2 * n + 2,), float("inf"), device=feat_q.device)
+        for a in range(0, feat_q.shape[0], step):
+            b = min(a + step, feat_q.shape[0])
+            s = torch.matmul(unit_q[a:b], unit_g_t, out=out[:b - a])
+            gap = torch.searchsorted(levels, s)  # levels below the score
+            on = levels[gap.clamp(max=n - 1)] == s
+            slot = (2 * gap + on).masked_fill_(labels_q[a:b, None] == labels_g[None, :],
+                                               2 * n + 1).reshape(-1)
+            counts += torch.bincount(slot, minlength=2 * n + 2)
+            lowest.scatter_reduce_(0, slot, s.reshape(-1), "amin")
+        result.update(levels=levels, impostor_at=counts[1:2 * n:2],
+                      impostor_between=counts[0:2 * n + 1:2], between_min=lowest[0:2 * n + 1:2])
+    return run, result
+
+
+PEER_EXACT = "torch matmul + searchsorted + bincount, chunked"
+
+
+def check_peer_exact(result, report):
+    """The peer counts what evaluate does: every impostor, and the same share
+    at or above the median genuine score (the scores themselves differ in
+    their last bits: cuBLAS's order of sums against one FMA chain a pair)."""
+    at, between = result["impostor_at"].cpu().numpy(), result["impostor_between"].cpu().numpy()
+    assert at.sum() + between.sum() == report.n_impostor, "peer: impostor count"
+    levels = result["levels"].cpu().numpy()
+    median = np.median(report.counts["genuine_scores"])
+    j = np.searchsorted(levels, median)  # peer levels below the median
+    peer_far = (at[j:].sum() + between[j + 1:].sum()) / report.n_impostor
+    k = np.searchsorted(report.counts["genuine_scores"], median)
+    far = (report.counts["impostor_at"][k:].sum() +
+           report.counts["impostor_between"][k + 1:].sum()) / report.n_impostor
+    assert abs(peer_far - far) <= 1e-4, "peer: FAR at the median genuine score %g, not %g" % (
+        peer_far, far)
+
+
 def workload_scale(timer, n_query, n_ids, dim, targets, name, forms=("easy", "hard"),
-                   modes=("exact", "binned")):
+                   modes=("exact", "binned"), peer_exact=True):
     """All pairs of n_query queries against 4 n_ids gallery images, from features,
-    easy and hard, beside the chunked GEMM alone."""
+    easy and hard, beside the chunked GEMM alone and (peer_exact) the hard form's
+    exact count done directly with torch (searchsorted_exact)."""
     torch.backends.cuda.matmul.allow_tf32 = False
     pairs = n_query * n_ids * 4
     table = Table("%s: %d x %d pairs (%.2g), D = %d, 4 gallery images per identity" % (
         name, n_query, n_ids * 4, pairs, dim),
         "%.0f TFLOP (2 Q G D); %d genuine pairs, of which 3 in 4 inside the impostor mass in the "
         "hard form." % (2 * pairs * dim / 1e12, 4 * n_query),
-        ["fp32 GEMM alone (chunked torch.matmul)"])
+        ["fp32 GEMM alone (chunked torch.matmul)"] +
+        ([PEER_EXACT + ", hard"] if peer_exact else []))
     table.flop = 2 * pairs * dim
     for form in forms:
         hard = form == "hard"
@@ -379,6 +443,10 @@ def workload_scale(timer, n_query, n_ids, dim, targets, name, forms=("easy", "ha
                 % (report[mode].device_bytes_peak / 2**20, report[mode].n_genuine))
         if len(report) == 2:
             assert report["exact"].n_impostor == report["binned"].n_impostor
+        if peer_exact and hard and "exact" in report:  # the form where the count costs
+            run, result = searchsorted_exact(feat_q, feat_g, labels_q, labels_g)
+            table.add(PEER_EXACT + ", hard", timer(run), "flop")
+            check_peer_exact(result, report["exact"])
         del labels_q, feat_q, labels_g, feat_g
         torch.cuda.empty_cache()
     targets[name + " gemm"] = table.ms("fp32 GEMM alone (chunked torch.matmul)")
@@ -650,7 +718,9 @@ def main(argv=None):
         for name, n_query, n_ids in scale:
             forms, modes = (("hard",), ("exact",)) if name == "IFRT" else (("easy", "hard"),
                                                                            ("exact", "binned"))
-            tables.append(workload_scale(once, n_query, n_ids, 512, targets, name, forms, modes))
+            # the peer takes minutes at the IFRT size, and more memory than the evaluator
+            tables.append(workload_scale(once, n_query, n_ids, 512, targets, name, forms, modes,
+                                         peer_exact=name != "IFRT"))
     else:
         scale = []
 
