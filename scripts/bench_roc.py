@@ -314,27 +314,28 @@ def workload_features(timer, n_query, n_gallery, dim, targets):
     return table
 
 
-def scale_embeddings(n_query, n_ids, dim, hard, seed, per_id=4):
+def scale_embeddings(n_query, n_ids, dim, hard, seed, per_id=4, device="cuda"):
     """The 2.6e11-pair (and IFRT-size) workload: a Gaussian gallery of n_ids
     identities with per_id images each, queries near image 0 of identity
     i % n_ids. Easy: all of an identity's images near its centre (every
     genuine score high). Hard: images 1.. are random directions, so 3 of 4
-    genuine scores lie inside the impostor mass (hard pairs, label noise)."""
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    centres = unit(torch.randn(n_ids, dim, device="cuda", generator=generator))
-    labels_g = torch.arange(n_ids, device="cuda").repeat_interleave(per_id)
-    feat_g = torch.empty(n_ids * per_id, dim, device="cuda")
+    genuine scores lie inside the impostor mass (hard pairs, label noise).
+    On `device` (the tests make it on the CPU)."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    centres = unit(torch.randn(n_ids, dim, device=device, generator=generator))
+    labels_g = torch.arange(n_ids, device=device).repeat_interleave(per_id)
+    feat_g = torch.empty(n_ids * per_id, dim, device=device)
     step = 1 << 18
     for start in range(0, n_ids * per_id, step):
         rows = slice(start, min(start + step, n_ids * per_id))
         ids = labels_g[rows]
-        noise = torch.randn(ids.numel(), dim, device="cuda", generator=generator) / dim ** 0.5
-        first = (torch.arange(rows.start, rows.stop, device="cuda") % per_id) == 0
+        noise = torch.randn(ids.numel(), dim, device=device, generator=generator) / dim ** 0.5
+        first = (torch.arange(rows.start, rows.stop, device=device) % per_id) == 0
         near = centres[ids] + 0.5 * noise  # cosine about 0.8 with a query of its identity
         far = noise
         feat_g[rows] = torch.where(first[:, None] | (not hard), near, far)
-    labels_q = torch.arange(n_query, device="cuda") % n_ids
-    feat_q = centres[labels_q] + 0.5 / dim ** 0.5 * torch.randn(n_query, dim, device="cuda",
+    labels_q = torch.arange(n_query, device=device) % n_ids
+    feat_q = centres[labels_q] + 0.5 / dim ** 0.5 * torch.randn(n_query, dim, device=device,
                                                                  generator=generator)
     return labels_q, feat_q, labels_g, feat_g
 

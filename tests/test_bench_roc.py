@@ -23,24 +23,12 @@ def load_script():
     return module
 
 
-def hard_embeddings(n_query, n_ids, dim, per_id=4, seed=0):
-    """bench_roc.scale_embeddings' hard form on the CPU, the gallery shuffled
-    (the peer must not rely on the labels' order)."""
-    generator = torch.Generator().manual_seed(seed)
-    centres = torch.nn.functional.normalize(torch.randn(n_ids, dim, generator=generator), dim=1)
-    labels_g = torch.arange(n_ids).repeat_interleave(per_id)
-    noise = torch.randn(n_ids * per_id, dim, generator=generator) / dim ** 0.5
-    first = torch.arange(n_ids * per_id) % per_id == 0
-    feat_g = torch.where(first[:, None], centres[labels_g] + 0.5 * noise, noise)
-    order = torch.randperm(n_ids * per_id, generator=generator)
-    labels_q = torch.arange(n_query) % n_ids
-    feat_q = centres[labels_q] + 0.5 / dim ** 0.5 * torch.randn(n_query, dim, generator=generator)
-    return labels_q, feat_q, labels_g[order], feat_g[order]
-
-
 def test_exact_peer_counts_what_evaluate_counts():
     bench = load_script()
-    labels_q, feat_q, labels_g, feat_g = hard_embeddings(300, 2000, 64)
+    labels_q, feat_q, labels_g, feat_g = bench.scale_embeddings(300, 2000, 64, True, seed=0,
+                                                                device="cpu")
+    order = torch.randperm(labels_g.numel(), generator=torch.Generator().manual_seed(1))
+    labels_g, feat_g = labels_g[order], feat_g[order]  # the peer must not rely on their order
     report = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode="exact")
     run, result = bench.searchsorted_exact(feat_q, feat_g, labels_q, labels_g, step=70)
     run()
