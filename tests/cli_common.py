@@ -1,6 +1,7 @@
 """What the command-line tests share: running a tool in this process or as a
-script, and small embedding files."""
+script, loading a script as a module, and small embedding files."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +11,14 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_script(name):
+    """scripts/<name>.py as a module (its main() not run)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def call(main, argv, capsys):

@@ -2,7 +2,6 @@
 the CPU with a few calls (the real numbers come from a GPU run); on a GPU,
 every path of the real run."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,15 +9,10 @@ import sys
 import pytest
 import torch
 
+from cli_common import load_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_calls.py")
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_calls", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a GPU-less run")
@@ -44,7 +38,7 @@ def check_rows(rows):
 
 
 def test_rows_on_the_cpu():
-    bench = load_script()
+    bench = load_script("bench_calls")
     rows, notes = bench.bench_calls("cpu", calls=20, repeats=1, warmup=2)
     paths = check_rows(rows)
     assert "lib.gelu_forward_cpu, prebuilt descriptors" in paths
@@ -55,7 +49,7 @@ def test_rows_on_the_cpu():
 
 @pytest.mark.gpu
 def test_rows_on_the_gpu():
-    bench = load_script()
+    bench = load_script("bench_calls")
     rows, notes = bench.bench_calls("cuda", calls=50, repeats=1, warmup=5)
     paths = check_rows(rows)
     assert "roc.gpu_roc (legacy, returns an int)" in paths and "torch.ops.ext.gpu_roc" in paths

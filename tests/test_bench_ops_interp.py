@@ -1,7 +1,6 @@
 """scripts/bench_ops_interp.py: its rows, run on the CPU at small sizes with a
 wall-clock timer (the real numbers come from a GPU run of the script)."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,15 +9,10 @@ import time
 import pytest
 import torch
 
+from cli_common import load_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_ops_interp.py")
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_ops_interp", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def wall_clock_timer(fn):
@@ -28,7 +22,7 @@ def wall_clock_timer(fn):
 
 
 def test_bench_interp_rows_on_cpu():
-    bench = load_script()
+    bench = load_script("bench_ops_interp")
     sizes = dict(trilinear=(64, 8), upsample=(1, 2, 8, 8), upsample_scale=2, gelu=1000)
     copy_gbps = bench.measure_copy(wall_clock_timer, "cpu", nbytes=1 << 16)
     assert copy_gbps > 0
@@ -57,7 +51,7 @@ def test_bench_interp_rows_on_cpu():
 def test_seed_references_match_the_ops():
     """The peers the script times compute what the ops compute."""
     from _ext import gelu, trilinear
-    bench = load_script()
+    bench = load_script("bench_ops_interp")
     feats, points = torch.rand(10, 8, 4), torch.rand(10, 3) * 2 - 1
     torch.testing.assert_close(bench.seed_trilinear(feats, points),
                                trilinear.trilinear_interpolation(feats, points))

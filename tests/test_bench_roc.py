@@ -3,28 +3,16 @@ bincount): on the CPU it counts what evaluate(mode="exact") counts, up to the
 pairs whose scores differ in their last bits (torch's matmul against one FMA
 chain a pair), and the bench's check of it fails where it miscounts."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
 
 from _ext import roc
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "bench_roc.py")
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_roc", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from cli_common import load_script
 
 
 def test_exact_peer_counts_what_evaluate_counts():
-    bench = load_script()
+    bench = load_script("bench_roc")
     labels_q, feat_q, labels_g, feat_g = bench.scale_embeddings(300, 2000, 64, True, seed=0,
                                                                 device="cpu")
     order = torch.randperm(labels_g.numel(), generator=torch.Generator().manual_seed(1))
