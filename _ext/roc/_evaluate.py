@@ -1,6 +1,6 @@
 """evaluate(), roc_curve(), evaluate_pairs(), roc_curve_pairs() and
 pair_scores(): the thin Python side of the evaluator in src/roc_eval.c (the
-CPU backend in src/roc_eval_cpu.c, the GPU's in src/cuda/roc_eval_kernel.cu).
+CPU backend in src/roc_eval_cpu.c, the GPU's in src/cuda/roc_eval_*.cu).
 
 Python checks the options, makes the labels integers, describes the
 arrays, steps through the rows (or pairs) in chunks so a caller can show

@@ -1,7 +1,9 @@
 /*
- * roc_count.cuh: how the evaluator's GPU passes count a pair (used by
- * roc_eval_kernel.cu): what a pass needs (PassParams, a kernel argument), and
- * the per-pair counting policy of each mode (Counter). C++ only.
+ * roc_count.cuh: the count policies of the evaluator's GPU passes (Counter,
+ * one per kind of count: exact, binned, curve, stored scores, partitioned and
+ * set-aside exact), what each does with a pair the pass hands it. The passes
+ * that drive them are in roc_eval_count.cu; what every policy shares is in
+ * roc_pass.cuh. C++ only.
  *
  * Counters are private to a block in shared memory where they fit, and added
  * into 64-bit global ones at the block's end; else the pairs go to the global
@@ -11,15 +13,15 @@
  * Where the levels lie among the impostors, each pair needs its own lookup:
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
- * few. Where some pairs lie among them (roc_eval_kernel.cu's choose_count),
+ * few. Where some pairs lie among them (roc_eval_plan.cu's choose_count),
  * the feature pass does not look those up at all (kAside): the count of the
  * stored tiles sets those pairs' keys aside in a buffer, and a kernel counts
- * them where the warps' shares of it are due (roc_eval_kernel.cu's
+ * them where the warps' shares of it are due (roc_eval_count.cu's
  * launch_pass).
  *
  * Where there are more levels than the shared counters hold and most pairs
- * lie among them (roc_eval_kernel.cu's choose_count), the feature pass
- * counts exactly by partition (kPartitioned) instead: roc_eval_kernel.cu's
+ * lie among them (roc_eval_plan.cu's choose_count), the feature pass
+ * counts exactly by partition (kPartitioned) instead: roc_partition.cu's
  * partition kernel reads the stored tiles, counts the pairs below the lowest
  * level as the other modes do, and stages the other keys (RangeSorter) by
  * range of consecutive levels for each range's segment of a buffer; its
@@ -38,186 +40,9 @@
 
 #include <stdint.h>
 
-#include "../roc.h"
-#include "../roc_math.h"
+#include "roc_pass.cuh"
 
 namespace roc_count {
-
-enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside = 5 };
-
-constexpr int kThreads = 256; /* the counting passes' block */
-
-/* Partitioned exact counting: a range holds at most kRangeLevels
- * consecutive levels, or kWideRangeLevels where the levels are many
- * (range_levels_for), whose counters fill a drain block's shared memory; the
- * partition kernel keeps an index of kRangeBuckets buckets from a key to its
- * range in shared memory, and stages the kSortKeys keys of a stored tile at
- * once by range with a block of kPartitionThreads. */
-constexpr int kRangeLevels = 8192;
-constexpr int kWideRangeLevels = 2 * kRangeLevels;
-constexpr int kMaxRanges = 1023;
-/* the partition's slot of keys below the lowest level, after every range's:
- * the staging steps then go without a branch a key */
-constexpr int kDiscard = kMaxRanges;
-constexpr int kHistogram = kMaxRanges + 1;
-/* buckets even in the key, or in the score, between the lowest and the
- * highest level. A range ends where a bucket ends wherever it can, so that a
- * key's bucket names its range: where a range starts inside a bucket, the
- * bucket's keys bisect, and most warps had a lane that did (ncu, sixteenth
- * pass). Even in the key, cosine scores crowd ~1/25 of the buckets (scores of
- * tiny magnitude lie between), up to 130,000 of 3.3M levels in one; even in
- * the score, ~6,000. 8,192 buckets (16 KB) keep two partition blocks a
- * multiprocessor (dev/NOTES.md, fifteenth and sixteenth passes). */
-constexpr int kRangeBuckets = 8192;
-constexpr int kHalfTilePairs = 64 * 128;
-/* the partition stages a stored tile's keys at once: each range's keys of
- * them are one run of stores to its segment (dev/NOTES.md) */
-constexpr int kSortKeys = 2 * kHalfTilePairs;
-/* staging slots for a tile's keys: 10% more than a tile holds, as much as
- * leaves two partition blocks a multiprocessor (keys past their range's run
- * go to the segment one at a time) */
-constexpr int kStageSlots = 18048;
-constexpr int kStageWords = kStageSlots / 32; /* the bitmap of the runs' starts */
-static_assert(kStageSlots % 32 == 0 && kStageSlots < 0x10000, "whole words, 16-bit slots");
-constexpr int kPartitionThreads = 512;
-/* the largest block that keeps a Counter: the partition kernel's */
-constexpr int kCounterMaxWarps = kPartitionThreads / 32;
-constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
-
-/* roc_score_key in three instructions: -0 made +0 by adding +0 (exact, and
- * no flush of subnormals without fast math), then the bits flipped by their
- * sign. NaN comes out as some key; callers test it apart. */
-__device__ __forceinline__ uint32_t lean_score_key(float score)
-{
-    const uint32_t bits = __float_as_uint(__fadd_rn(score, 0.0f));
-    return bits ^ (uint32_t(int32_t(bits) >> 31) | 0x80000000u);
-}
-
-/* range_axis's score axis: the key's score (roc_key_score without a branch:
- * the sign bit flipped where the key's top bit is set, a score >= 0, every
- * bit where it is clear) times scale, in whole numbers. */
-__device__ __forceinline__ uint32_t score_axis(uint32_t key, float scale)
-{
-    const uint32_t flip = ~uint32_t(int32_t(key) >> 31) | 0x80000000u;
-    return uint32_t(__float2int_rz(__fmul_rn(__uint_as_float(key ^ flip), scale)));
-}
-
-/* A key's place on the index's axis: the key itself, or (scale > 0) its
- * score times scale, a power of two, in whole numbers (a conversion that
- * saturates). Either rises with the key, so buckets of it are intervals of
- * keys; host_range_axis (roc_eval_kernel.cu) gives the same numbers. */
-__device__ __forceinline__ uint32_t range_axis(uint32_t key, float scale)
-{
-    return scale > 0.0f ? score_axis(key, scale) : key;
-}
-
-/* The ranges, and the device buffer their keys wait in until the drain. */
-struct RangePartition {
-    int n_ranges;
-    /* range r holds levels first[r] .. first[r + 1] - 1 (n_ranges + 1 entries) */
-    const uint32_t *first;
-    /* bucket b of the index holds keys whose range_axis(key, scale) is base +
-     * (b << shift) ..; index[b] is the range of its first key, with
-     * kAmbiguous where another range starts inside it; index[n_buckets] is
-     * the last range. A range that starts where a bucket starts holds its
-     * keys below the range's lowest level too. */
-    float scale;
-    uint32_t base;
-    int shift;
-    const uint32_t *starts; /* each range's lowest level */
-    const uint16_t *index;  /* kRangeBuckets + 1 entries */
-    /* range r's segment, offset[r] .. + capacity[r], in one part for each of
-     * the partition kernel's n_blocks blocks, capacity[r] / n_blocks keys from
-     * offset[r] + b (capacity[r] / n_blocks) for block b, so that a block
-     * reserves its space in shared memory */
-    uint32_t *keys;
-    const uint32_t *offset, *capacity;
-    int n_blocks;
-    uint32_t *block_used; /* [b * n_ranges + r]: keys block b's part of range r holds */
-    uint32_t *reserved;   /* keys asked of each segment since the last drain */
-    /* the partition's staging slots for a launch (segment_kernel): range
-     * r's run starts at slot stage_layout[r] & 0xffff and holds
-     * stage_layout[r] >> 16 slots (at least one); stage_owner[w] has bit i
-     * set where a run starts at slot 32 w + i, and the runs that start
-     * before slot 32 w, less one (a slot's range is that plus the bits at or
-     * below its own) */
-    const uint32_t *stage_layout;
-    const uint2 *stage_owner;
-};
-
-// ----------------------------------------------------------------------------
-// what a counting pass needs (by value, as a kernel argument)
-
-struct PassParams {
-    int64_t n_gallery, row_begin, row_end;
-    int same_set;        /* roc_same_set */
-    int64_t row_offset;  /* same_set: the set's row of query row 0 */
-    /* exact */
-    const uint32_t *levels;
-    int64_t n_levels;
-    const uint32_t *lut;
-    uint32_t lut_base;
-    int lut_shift;
-    unsigned long long *at, *gap;
-    uint32_t *gap_min;
-    int shared_gaps;
-    /* binned */
-    const float *edges;
-    int64_t n_bins;
-    float lo32, scale32;
-    unsigned long long *bins; /* below, n_bins bins, above */
-    int shared_bins;
-    /* curve: one key per pair of the rows; store: one score per pair */
-    uint32_t *keys;
-    float *scores;
-    /* partitioned exact */
-    RangePartition part;
-    /* kAside (exact from features with global counters): the keys at or
-     * above the lowest level set aside for count_aside_kernel. Warp w of the
-     * pass's count_tiles_kernel has aside_segment of them from w *
-     * aside_segment, and leaves how many it holds in aside_used[w], from
-     * launch to launch until count_aside_kernel counts them; a key past its
-     * segment's end is counted directly. */
-    uint32_t *aside_keys;
-    uint32_t *aside_used;
-    uint32_t aside_segment;
-    /* feature pass: the tiles of its operands this launch walks, and the
-     * first of the launches that share the blocks' top-key slots */
-    int64_t tile_begin, tile_end, tile_first;
-    /* every mode */
-    unsigned long long *totals; /* pairs, NaN pairs */
-    uint32_t *block_top_key;
-    unsigned long long *block_top_count;
-};
-
-/* v[u] for a u not known at compile time, by selects: indexed, the array
- * would go to local memory. */
-template <int kN> __device__ __forceinline__ float4 pick(const float4 (&v)[kN], int u)
-{
-    float4 x = v[0];
-#pragma unroll
-    for (int k = 1; k < kN; k++)
-        if (u == k)
-            x = v[k];
-    return x;
-}
-
-/* Score c of x, for a c not known at compile time too, by selects. */
-__device__ __forceinline__ float component(const float4 &x, int c)
-{
-    return c == 0 ? x.x : c == 1 ? x.y : c == 2 ? x.z : x.w;
-}
-
-/* Whether pair (query row i, gallery column j) counts: one set counts j > i
- * once (unordered) or every j != i (ordered), with i the set's row. */
-__device__ __forceinline__ bool counted(const PassParams &p, int64_t i, int64_t j)
-{
-    if (p.same_set == ROC_SAME_SET_UNORDERED)
-        return j > p.row_offset + i;
-    if (p.same_set == ROC_SAME_SET_ORDERED)
-        return j != p.row_offset + i;
-    return true;
-}
 
 /* Binned mode's shared memory: each bin's two edges (float2, first: 8-byte
  * aligned), then the counters of below, the bins and above. */
@@ -237,38 +62,6 @@ inline size_t counter_bytes(int mode, const PassParams &p)
     if (mode == kAside) /* each warp's keys set aside so far */
         return (kThreads / 32) * sizeof(uint32_t);
     return 0;
-}
-
-/* A key at or above the lowest level (at or below `highest`, the highest, or
- * above it: the top gap) into exact mode's global counters. */
-__device__ __forceinline__ void count_directly(const PassParams &p, uint32_t key,
-                                               uint32_t highest)
-{
-    int at = 0;
-    const int64_t g = key > highest ? p.n_levels
-                                    : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
-                                                     key, &at);
-    if (at) {
-        atomicAdd(&p.at[g], 1ull);
-    } else {
-        atomicAdd(&p.gap[g], 1ull);
-        atomicMin(&p.gap_min[g], key);
-    }
-}
-
-/* (key, count) becomes the higher of it and (other_key, other_count), the
- * counts added where the keys are equal; a count of 0 is no key at all. */
-__device__ __forceinline__ void merge_top(uint32_t &key, unsigned long long &count,
-                                          uint32_t other_key, unsigned long long other_count)
-{
-    if (other_count == 0)
-        return;
-    if (count == 0 || other_key > key) {
-        key = other_key;
-        count = other_count;
-    } else if (other_key == key) {
-        count += other_count;
-    }
 }
 
 /* Counts the pairs one thread sees, then the block's, into the globals.
@@ -848,7 +641,7 @@ template <int kMode> class Counter {
                 atomicMin(&p_.gap_min[0], zero_min);
             }
             if (kCountsLevels) {
-                /* a later launch of one pass (roc_eval_kernel.cu's launch_pass)
+                /* a later launch of one pass (roc_eval_count.cu's launch_pass)
                  * adds to what the block's slot holds from the earlier ones */
                 if (p_.tile_begin > p_.tile_first)
                     merge_top(key, count, p_.block_top_key[blockIdx.x],
@@ -870,256 +663,6 @@ template <int kMode> class Counter {
     float lowest_score_ = -INFINITY, top_score_ = -INFINITY, top_floor_ = -INFINITY;
     int run_gap_ = -1;
     uint32_t run_count_ = 0, run_min_ = 0xffffffffu;
-};
-
-/* The partition kernel's work (roc_eval_kernel.cu): a stored tile's keys at
- * a time, held in registers, staged by range in shared memory and written to
- * the ranges' segments. For a launch each range has a run of the kStageSlots
- * staging slots, in proportion to the keys it drew since the last drain
- * (segment_kernel's stage layout): a key takes the next slot of its range's
- * run (one shared atomic) or, past the run's end, goes straight to its place
- * in the block's part of the segment. Then each warp writes 32 slots at a
- * time, a lane's slot's range read off a bitmap of the runs' starts. Sorted
- * by a histogram, a scan and a scatter instead, each key was looked up three
- * times and passed four barriers (ncu, dev/NOTES.md, twentieth pass).
- * ROC_NO_KEY (below the lowest level) is skipped. */
-class RangeSorter {
-  public:
-    static constexpr int kKeys = kSortKeys / kPartitionThreads; /* a thread's */
-    /* the runs' bitmap; sink, fill, layout, left; the staged keys; the index */
-    static constexpr size_t kSharedBytes =
-        size_t(kStageWords + kHistogram) * sizeof(uint2) +
-        size_t(3 * kHistogram + kStageSlots) * sizeof(uint32_t) +
-        size_t(kRangeBuckets + 2) * sizeof(uint16_t);
-
-    __device__ RangeSorter(const PassParams &p, uint32_t *shared) : p_(p), shared_(shared)
-    {
-        lowest_ = __ldg(p.levels);
-        highest_ = __ldg(p.levels + p.n_levels - 1);
-    }
-
-    __device__ void begin_block()
-    {
-        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x) {
-            const bool real = r < p_.part.n_ranges;
-            const uint32_t lay = real ? p_.part.stage_layout[r] : 0u;
-            const uint32_t room = real ? p_.part.capacity[r] / uint32_t(p_.part.n_blocks) : 0u;
-            const uint32_t next = real ? p_.part.offset[r] + blockIdx.x * room : 0u;
-            layout()[r] = lay;
-            fill()[r] = 0;
-            sink()[r].y = next - (lay & 0xffffu);
-            left()[r] = room;
-        }
-        for (int w = threadIdx.x; w < kStageWords; w += blockDim.x)
-            owner()[w] = p_.part.stage_owner[w];
-        for (int b = threadIdx.x; b <= kRangeBuckets; b += blockDim.x)
-            range_index()[b] = p_.part.index[b];
-        __syncthreads();
-    }
-
-    /* A tile's keys (kSortKeys), kKeys a thread; every thread calls it.
-     * kScoreAxis: whether the index's buckets are even in the score
-     * (p.part.scale > 0), chosen once a kernel so that a lookup does not
-     * test it. */
-    template <bool kScoreAxis> __device__ void sort(const uint32_t (&key)[kKeys])
-    {
-        /* kLook lookups at once so that their reads overlap */
-        constexpr int kLook = 4;
-#pragma unroll
-        for (int u0 = 0; u0 < kKeys; u0 += kLook) {
-            int slot[kLook];
-            uint32_t pos[kLook], lay[kLook], past = 0;
-            histogram_slots<kScoreAxis>(key + u0, slot);
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                pos[u] = atomicAdd(&fill()[slot[u]], 1u);
-#pragma unroll
-            for (int u = 0; u < kLook; u++)
-                lay[u] = layout()[slot[u]];
-#pragma unroll
-            for (int u = 0; u < kLook; u++) {
-                if (pos[u] < lay[u] >> 16)
-                    staged()[(lay[u] & 0xffffu) + pos[u]] = key[u0 + u];
-                else /* past its run (kDiscard's is empty) */
-                    past |= uint32_t(slot[u] != kDiscard) << u;
-            }
-            if (past) /* one branch for the group: a branch a key cost ~3 instructions */
-#pragma unroll
-                for (int u = 0; u < kLook; u++)
-                    if (past >> u & 1)
-                        place(slot[u], pos[u] + (lay[u] & 0xffffu), key[u0 + u]);
-        }
-        __syncthreads();
-        /* the slot where the keys of each range's run that its part has room
-         * for end; whether a run holds keys past it */
-        bool full = false;
-        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
-            const uint32_t lay = layout()[r], in_run = min(fill()[r], lay >> 16);
-            sink()[r].x = (lay & 0xffffu) + min(in_run, left()[r]);
-            full = full || in_run > left()[r];
-        }
-        if (__syncthreads_or(full))
-            write_staged<true>();
-        else
-            write_staged<false>();
-        __syncthreads(); /* every slot written, every sink read */
-        for (int r = threadIdx.x; r < kHistogram; r += blockDim.x) {
-            const uint32_t n = fill()[r];
-            sink()[r].y += n;
-            left()[r] = left()[r] > n ? left()[r] - n : 0u;
-            fill()[r] = 0;
-        }
-        __syncthreads(); /* zero before the next keys' atomics */
-    }
-
-    /* What the block's parts of the segments hold, and what it asked for. */
-    __device__ void end_block()
-    {
-        __syncthreads();
-        for (int r = threadIdx.x; r < p_.part.n_ranges; r += blockDim.x) {
-            const uint32_t room = p_.part.capacity[r] / uint32_t(p_.part.n_blocks);
-            const uint32_t first = p_.part.offset[r] + blockIdx.x * room;
-            const uint32_t n = sink()[r].y + (layout()[r] & 0xffffu) - first;
-            p_.part.block_used[size_t(blockIdx.x) * p_.part.n_ranges + r] = min(n, room);
-            if (n)
-                atomicAdd(&p_.part.reserved[r], n);
-        }
-    }
-
-  private:
-    /* owner[w]: bit i set where a range's run starts at slot 32 w + i, and
-     * the runs that start before slot 32 w, less one */
-    __device__ uint2 *owner() const { return reinterpret_cast<uint2 *>(shared_); }
-    /* a range's: x, the slot where the keys of its run that its part has
-     * room for end; y, where staged slot t goes in the keys' buffer: y + t */
-    __device__ uint2 *sink() const { return owner() + kStageWords; }
-    __device__ uint32_t *fill() const { return reinterpret_cast<uint32_t *>(sink() + kHistogram); }
-    /* a range's run: its first slot, and in the top 16 bits its slots */
-    __device__ uint32_t *layout() const { return fill() + kHistogram; }
-    /* the keys the block's part of the range's segment still has room for */
-    __device__ uint32_t *left() const { return fill() + 2 * kHistogram; }
-    __device__ uint32_t *staged() const { return fill() + 3 * kHistogram; }
-    __device__ uint16_t *range_index() const
-    {
-        return reinterpret_cast<uint16_t *>(staged() + kStageSlots);
-    }
-
-    /* Key of range r that would be staged at `slot` (past its run) to its
-     * place in the block's part, or counted directly where the part is full. */
-    __device__ void place(int r, uint32_t slot, uint32_t key) const
-    {
-        if (slot - (layout()[r] & 0xffffu) < left()[r])
-            p_.part.keys[sink()[r].y + slot] = key;
-        else
-            count_directly(p_, key, highest_);
-    }
-
-    /* The staged keys to their segments, a warp 32 slots at a time (a bitmap
-     * word's), kWrite words a warp at once, then the words left one at a
-     * time. kFull: some run holds keys past its part's room, to be counted
-     * directly (a test of every empty slot for them had cost a tenth of the
-     * partition's instructions at 3.5M levels). */
-    template <bool kFull> __device__ void write_staged() const
-    {
-        constexpr int kWrite = 4, kWarps = kPartitionThreads / 32;
-        constexpr int kWhole = kStageWords / (kWrite * kWarps) * (kWrite * kWarps);
-        const int warp = threadIdx.x / 32;
-        for (int w0 = warp; w0 < kWhole; w0 += kWrite * kWarps)
-            write_words<kFull, kWrite, kWarps>(w0);
-        for (int w = kWhole + warp; w < kStageWords; w += kWarps)
-            write_words<kFull, 1, kWarps>(w);
-    }
-
-    /* Words w0, w0 + kStep, .. (kN of them) of the staged slots; a lane's
-     * slot's range off the bitmap. */
-    template <bool kFull, int kN, int kStep>
-    __device__ __forceinline__ void write_words(int w0) const
-    {
-        const int lane = threadIdx.x % 32;
-        const uint32_t at_or_below = (2u << lane) - 1u; /* lanes 0 .. lane */
-        uint32_t t[kN], key[kN];
-        uint2 to[kN];
-        int r[kN];
-#pragma unroll
-        for (int u = 0; u < kN; u++) {
-            const uint2 word = owner()[w0 + u * kStep];
-            t[u] = uint32_t(w0 + u * kStep) * 32u + uint32_t(lane);
-            r[u] = int(word.y + __popc(word.x & at_or_below));
-        }
-#pragma unroll
-        for (int u = 0; u < kN; u++) {
-            to[u] = sink()[r[u]];
-            key[u] = staged()[t[u]];
-        }
-#pragma unroll
-        for (int u = 0; u < kN; u++) {
-            if (t[u] < to[u].x) {
-                p_.part.keys[to[u].y + t[u]] = key[u];
-            } else if (kFull) { /* a key past a full part, or an empty slot */
-                const uint32_t lay = layout()[r[u]];
-                if (t[u] < (lay & 0xffffu) + min(fill()[r[u]], lay >> 16))
-                    count_directly(p_, key[u], highest_);
-            }
-        }
-    }
-
-    /* The histogram slots of keys key[0 .. kN): each one's range, or
-     * kDiscard below the lowest level (ROC_NO_KEY among them). Each key is
-     * clamped to the levels' span and looked up without a branch; the few
-     * whose bucket a range starts inside (kAmbiguous) then bisect, behind one
-     * test for all kN. A lookup had taken ~29 instructions, most of them
-     * branches around the rare cases (ncu, dev/NOTES.md, nineteenth pass). */
-    template <bool kScoreAxis, int kN>
-    __device__ __forceinline__ void histogram_slots(const uint32_t *key, int (&slot)[kN]) const
-    {
-        int ambiguous = 0;
-#pragma unroll
-        for (int u = 0; u < kN; u++) {
-            const int entry = range_index()[bucket_of<kScoreAxis>(key[u])];
-            slot[u] = key[u] >= lowest_ ? entry : kDiscard;
-            ambiguous |= slot[u];
-        }
-        if (ambiguous & kAmbiguous) {
-#pragma unroll
-            for (int u = 0; u < kN; u++)
-                if (slot[u] & kAmbiguous)
-                    slot[u] = settle(min(key[u], highest_), slot[u]);
-        }
-    }
-
-    /* The index's bucket of a key clamped to the levels' span (a key above
-     * the highest level is in the last range, as the highest level is). */
-    template <bool kScoreAxis> __device__ __forceinline__ uint32_t bucket_of(uint32_t key) const
-    {
-        const uint32_t k = min(max(key, lowest_), highest_);
-        const uint32_t axis = kScoreAxis ? score_axis(k, p_.part.scale) : k;
-        return (axis - p_.part.base) >> p_.part.shift;
-    }
-
-    /* The range of a key between the lowest and the highest level whose
-     * bucket's index entry, `entry`, is kAmbiguous: a range starts inside the
-     * bucket, so the key's is the last range between the entry's and the
-     * next bucket's whose lowest level is at or below the key (the next
-     * bucket's, where it starts with that bucket, has its lowest level there:
-     * above the key). Rare: the ranges' lowest levels are read from global
-     * memory (L1), not kept in shared. */
-    __device__ int settle(uint32_t key, int entry) const
-    {
-        const uint32_t bucket = (range_axis(key, p_.part.scale) - p_.part.base) >> p_.part.shift;
-        int lo = entry & ~kAmbiguous, hi = range_index()[bucket + 1] & ~kAmbiguous;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (__ldg(p_.part.starts + mid) <= key)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        return lo;
-    }
-
-    const PassParams &p_;
-    uint32_t *shared_;
-    uint32_t lowest_ = 0, highest_ = 0;
 };
 
 } // namespace roc_count

@@ -1,6 +1,6 @@
 /*
  * roc_gemm.cuh: the fp32 tile product behind the feature pass, S = Aᵀ B one
- * 128 x 128 tile at a time, used by roc_eval_kernel.cu and timed apart by
+ * 128 x 128 tile at a time, used by roc_eval_tiles.cu and timed apart by
  * dev/cuda/roc_gemm.cu.
  *
  * Operands are k-major and zero-padded: A_T is (k_pad, lda) with A_T[k][m] =

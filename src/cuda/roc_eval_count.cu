@@ -1,0 +1,471 @@
+/*
+ * roc_eval_count.cu: the direct counts. A pass over the score matrix (warps
+ * over row segments), over a chunk of stored tiles of the feature pass, or
+ * over a list's pairs hands every pair to a count policy (roc_count.cuh);
+ * the keys the exact count sets aside are counted after (count_aside_kernel);
+ * the blocks' top keys are merged at the end. Also the exact counters and the
+ * level index on the device (set_levels).
+ */
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "roc_count.cuh"
+#include "roc_eval_plan.cuh"
+
+namespace roc_gpu {
+
+constexpr int64_t kSegment = 2048;        /* columns of one warp's work item */
+
+namespace {
+
+// ----------------------------------------------------------------------------
+// counting passes
+
+/* Warps take work items (row, segment of kSegment columns) of the score
+ * matrix; lanes read 16-byte vectors of consecutive columns, after peeling
+ * the columns before the segment's first 16-byte boundary. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    score_pass_kernel(const float *__restrict__ score, const PassParams p)
+{
+    extern __shared__ uint32_t shared[];
+    Counter<kMode> counter(p, shared);
+    counter.begin_block();
+    const int lane = threadIdx.x % 32;
+    const bool ordered = p.same_set == ROC_SAME_SET_ORDERED;
+    const int64_t n_segments = (p.n_gallery + kSegment - 1) / kSegment;
+    const int64_t n_items = (p.row_end - p.row_begin) * n_segments;
+    const int64_t n_warps = int64_t(gridDim.x) * blockDim.x / 32;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < n_items;
+         item += n_warps) {
+        const int64_t i = p.row_begin + item / n_segments;
+        const int64_t diagonal = p.row_offset + i; /* one set: the pair with itself */
+        int64_t c0 = (item % n_segments) * kSegment;
+        const int64_t c1 = c0 + kSegment < p.n_gallery ? c0 + kSegment : p.n_gallery;
+        if (p.same_set == ROC_SAME_SET_UNORDERED && c0 < diagonal + 1)
+            c0 = diagonal + 1;
+        if (c0 >= c1)
+            continue;
+        const float *row = score + i * p.n_gallery;
+        const int64_t misaligned = (reinterpret_cast<uintptr_t>(row + c0) / 4) % 4;
+        const int64_t body = c0 + (4 - misaligned) % 4 < c1 ? c0 + (4 - misaligned) % 4 : c1;
+        const int64_t tail = body + (c1 - body) / 4 * 4;
+        if (c0 + lane < body && !(ordered && c0 + lane == diagonal))
+            counter.pair(i, c0 + lane, __ldg(row + c0 + lane));
+        for (int64_t j = body + 4 * lane; j < tail; j += 4 * 32) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(row + j));
+            const float s[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (!(ordered && j + u == diagonal))
+                    counter.pair(i, j + u, s[u]);
+        }
+        if (tail + lane < c1 && !(ordered && tail + lane == diagonal))
+            counter.pair(i, tail + lane, __ldg(row + tail + lane));
+    }
+    counter.end_block();
+}
+
+/* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
+ * thread's kHalfLoads 16-byte loads of it in flight together, then, in a
+ * whole tile, Counter::count_whole over them all, then the quads it left
+ * (all of them elsewhere), four pairs of a row each. Persistent blocks. The
+ * partition kernel below counts kPartitioned's. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    count_tiles_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
+{
+    constexpr int kHalfLoads = kHalfTilePairs / 4 / kThreads;
+    static_assert(kHalfLoads * 4 * kThreads == kHalfTilePairs, "whole half tiles");
+    extern __shared__ uint32_t counters[];
+    Counter<kMode> counter(p, counters);
+    counter.begin_block();
+    for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
+        const bool whole = whole_tile(op, p, m0, n0);
+        const float4 *tile = reinterpret_cast<const float4 *>(chunk + (t - p.tile_begin) *
+                                                                          kTilePairs);
+        for (int half = 0; half < 2; half++) {
+            float4 v[kHalfLoads];
+#pragma unroll
+            for (int u = 0; u < kHalfLoads; u++)
+                v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
+            const uint32_t done = whole ? counter.count_whole(v) : 0u;
+            /* the quads left, a loop not unrolled: this kernel is bound by
+             * fetching its instructions, and eight copies of the modes' paths
+             * made kAside's count 2x slower and binned's 1.3x (dev/NOTES.md,
+             * thirteenth and fourteenth passes) */
+#pragma unroll 1
+            for (uint32_t left = ~done & ((1u << kHalfLoads) - 1); left; left &= left - 1) {
+                const int u = __ffs(left) - 1;
+                /* float4 f of the half tile: row f / 32, columns 4 (f % 32) .. + 3 */
+                const int f = int(threadIdx.x) + u * kThreads;
+                const float4 x = pick(v, u);
+                const float s[4] = {x.x, x.y, x.z, x.w};
+                int64_t row[4], col[4];
+                bool use[4];
+                quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, true, row,
+                           col, use);
+                counter.pairs(row, col, s, use);
+            }
+        }
+    });
+    counter.end_block();
+}
+
+/* Merges the blocks' top keys into the running (key, count): one warp, each
+ * lane a stride of the blocks, then the lanes (one thread walking a thousand
+ * blocks took 35 us, H100). */
+__global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long long *block_count,
+                                 int n_blocks, uint32_t *top_key, unsigned long long *top_count)
+{
+    uint32_t key = 0;
+    unsigned long long count = 0;
+    if (threadIdx.x == 0) {
+        key = *top_key;
+        count = *top_count;
+    }
+    for (int b = threadIdx.x; b < n_blocks; b += 32)
+        merge_top(key, count, block_key[b], block_count[b]);
+    for (int offset = 16; offset > 0; offset /= 2)
+        merge_top(key, count, __shfl_down_sync(0xffffffffu, key, offset),
+                  __shfl_down_sync(0xffffffffu, count, offset));
+    if (threadIdx.x == 0) {
+        *top_key = key;
+        *top_count = count;
+    }
+}
+
+/* count_aside_kernel counts the keys of the lowest gaps in shared memory: the
+ * keys above the lowest level crowd them (the impostors' tail). */
+constexpr int kAsideGaps = 1024;
+
+/* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
+ * global counters: a block a warp's segment, its lowest gaps counted in
+ * shared memory first. Launched where the segments are due (launch_pass:
+ * the segments keep their keys from launch to launch until then). A warp a
+ * segment after every launch, 32 keys at a time, took 23 us a launch at
+ * 1e10 (H100), each warp's chain of reads 57 keys long. */
+__global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
+{
+    __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
+    const uint32_t n = p.aside_used[blockIdx.x];
+    if (n == 0)
+        return; /* the whole block */
+    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
+        gap_count[g] = 0;
+        gap_low[g] = 0xffffffffu;
+    }
+    __syncthreads();
+    const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
+    const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
+    const int lane = threadIdx.x % 32;
+    /* every lane takes every round, so that the warp's match is whole */
+    for (uint32_t t = threadIdx.x; t < (n + blockDim.x - 1) / blockDim.x * blockDim.x;
+         t += blockDim.x) {
+        const bool live = t < n;
+        const uint32_t key = live ? keys[t] : 0u;
+        int at = 0;
+        int64_t g = -1;
+        if (live)
+            g = key > highest ? p.n_levels
+                              : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
+        const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
+#if __CUDA_ARCH__ >= 800
+        const uint32_t lowest = __reduce_min_sync(peers, key);
+#else /* no warp reduction before sm_80: each lane's key its own atomicMin */
+        if (live && !at)
+            atomicMin(g < kAsideGaps ? &gap_low[g] : &p.gap_min[g], key);
+        const uint32_t lowest = key;
+#endif
+        if (!live || lane != __ffs(peers) - 1)
+            continue;
+        if (at) {
+            atomicAdd(&p.at[g], (unsigned long long)__popc(peers));
+        } else if (g < kAsideGaps) {
+            atomicAdd(&gap_count[g], uint32_t(__popc(peers)));
+            atomicMin(&gap_low[g], lowest);
+        } else {
+            atomicAdd(&p.gap[g], (unsigned long long)__popc(peers));
+            atomicMin(&p.gap_min[g], lowest);
+        }
+    }
+    __syncthreads();
+    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
+        if (gap_count[g]) {
+            atomicAdd(&p.gap[g], (unsigned long long)gap_count[g]);
+            atomicMin(&p.gap_min[g], gap_low[g]);
+        }
+    if (threadIdx.x == 0)
+        p.aside_used[blockIdx.x] = 0;
+}
+
+/* Counts pairs [begin, begin + p.n_gallery) of a list scored from features. */
+template <int kMode>
+__global__ void __launch_bounds__(kThreads)
+    list_pass_kernel(const PairList list, int64_t begin, const PassParams p)
+{
+    extern __shared__ uint32_t shared[];
+    Counter<kMode> counter(p, shared);
+    counter.begin_block();
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < p.n_gallery;
+         t += int64_t(gridDim.x) * blockDim.x)
+        counter.pair(0, t, list.score_of(begin + t));
+    counter.end_block();
+}
+
+/* The first of n sorted levels at or above `start` (n where none is). */
+__device__ __forceinline__ int64_t first_level_from(const uint32_t *levels, int64_t n,
+                                                    uint64_t start)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (levels[mid] < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The level index's table: entry b is the first level at or above bucket b's
+ * start (roc_level_index_build's, made here from the levels uploaded). */
+__global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uint32_t base,
+                                   int shift, int64_t n_buckets, uint32_t *lut)
+{
+    for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b <= n_buckets;
+         b += int64_t(gridDim.x) * blockDim.x) {
+        lut[b] = uint32_t(first_level_from(levels, n_levels, roc_bucket_start(base, shift, b)));
+    }
+}
+
+} // namespace
+
+PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
+{
+    const size_t counters = counters_max(ev);
+    PassParams p{};
+    p.n_gallery = ev->src.n_gallery;
+    p.row_begin = row_begin;
+    p.row_end = row_end;
+    p.same_set = ev->src.same_set;
+    p.row_offset = ev->src.row_offset;
+    p.levels = ev->levels.get();
+    p.n_levels = ev->n_levels;
+    p.lut = ev->lut.get();
+    p.lut_base = ev->lut_base;
+    p.lut_shift = ev->lut_shift;
+    p.at = ev->at;
+    p.gap = ev->gap;
+    p.gap_min = ev->gap_min;
+    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters;
+    p.part = ev->part;
+    p.aside_keys = ev->aside_keys.get();
+    p.aside_used = ev->aside_used.get();
+    p.edges = ev->edges.get();
+    p.n_bins = ev->n_bins;
+    p.lo32 = ev->lo32;
+    p.scale32 = ev->scale32;
+    p.bins = ev->bins.get();
+    p.shared_bins = shared_bins_bytes(ev->n_bins) <= counters;
+    p.keys = keys;
+    p.totals = ev->totals.get();
+    p.block_top_key = ev->block_top_key.get();
+    p.block_top_count = ev->block_top_count.get();
+    return p;
+}
+
+/* The blocks' top keys of a pass merged into the running top (merge_top_kernel). */
+cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks)
+{
+    merge_top_kernel<<<1, 32, 0, ev->arena.stream()>>>(ev->block_top_key.get(),
+                                                       ev->block_top_count.get(), n_blocks,
+                                                       ev->top_key, ev->top_count);
+    return cudaGetLastError();
+}
+
+/* The stored tiles [q.tile_begin, q.tile_end) of `chunk` counted
+ * (count_tiles_kernel<kMode>, `blocks` blocks with `shared` bytes of
+ * counters; kPartitioned: partition_kernel, its blocks set_ranges'); kAside's
+ * keys set aside then counted where `aside_due` (count_aside_kernel, a block
+ * for each warp of `blocks`). */
+template <int kMode>
+cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassParams &q,
+                         float *chunk, int blocks, size_t shared, bool aside_due = false)
+{
+    if constexpr (kMode == kPartitioned) {
+        return launch_partition(stream, op, q, chunk, blocks);
+    } else {
+        count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+        if (kMode == kAside && aside_due) {
+            EXT_CUDA_TRY(cudaGetLastError());
+            count_aside_kernel<<<blocks * (kThreads / 32), kThreads, 0, stream>>>(q);
+        }
+    }
+    return cudaGetLastError();
+}
+
+/* The scores of the stored tiles [q.tile_begin, q.tile_end) of `chunk` into
+ * q.scores, a (rows, n_gallery) matrix (pair_scores). */
+cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassParams &q,
+                         float *chunk, int blocks)
+{
+    return count_stored<kStore>(stream, op, q, chunk, blocks, 0);
+}
+
+/* Launches one pass with a persistent grid: over rows [p.row_begin,
+ * p.row_end) of the score matrix or of the features' operands `op`, or over
+ * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
+ * pairs). The blocks' top keys are merged once, after the last launch. */
+template <int kMode>
+cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
+                        const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
+{
+    const roc_source &s = ev->src;
+    const bool features = !s.list && s.score == nullptr;
+    const bool listed = s.list && s.score == nullptr;
+    cudaStream_t stream = ev->arena.stream();
+    const size_t shared = counter_bytes(kMode, p);
+    const int threads = kThreads;
+    /* kPartitioned: the partition kernel's (set_ranges); kAside: its tile kernel's, below */
+    int blocks = ev->part.n_blocks;
+    if constexpr (kMode != kPartitioned) {
+        const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
+        if (kMode != kAside && !features) /* kAside: from features only */
+            func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
+                          : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+        /* set even below 48 KB: the kernels' static shared memory counts too */
+        EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(shared)));
+        int per_sm = 0;
+        EXT_CUDA_TRY(ext_blocks_per_sm(func, threads, shared, &per_sm));
+        blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
+    }
+    auto merge_top = [&]() {
+        if (kMode != kExact && kMode != kPartitioned && kMode != kAside)
+            return cudaSuccess;
+        return merge_block_tops(ev, blocks);
+    };
+    if (features) {
+        int64_t tiles_m, tiles_n;
+        const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
+        /* chunks of tiles, each stored then counted (one stored ahead as it
+         * is); partitioned, each drained after it */
+        const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
+        /* kAside: a segment for each warp of the count, counted (all of
+         * them, one launch of count_aside_kernel) once the probe's share of
+         * the pairs since the last time would fill a quarter of each; a
+         * launch of it after every launch of the count, most of its blocks
+         * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
+        const size_t warps = size_t(blocks) * (kThreads / 32);
+        const uint32_t segment = kMode == kAside ? uint32_t(ev->aside_keys.size() / warps) : 0;
+        double aside_fill = 0;
+        PassParams q = p;
+        for (q.tile_end = tile_from; q.tile_end < tiles;) {
+            q.tile_begin = q.tile_end;
+            q.tile_end = std::min(q.tile_begin + step, tiles);
+            if (ev->stored.start(*op, q) && ev->stored.tile_end < q.tile_end)
+                q.tile_end = ev->stored.tile_end;
+            q.tile_first = tile_from;
+            q.aside_segment = segment;
+            aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside_share /
+                          double(warps);
+            const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4.0;
+            if (aside_due)
+                aside_fill = 0;
+            EXT_CUDA_TRY(store_tiles(ev, *op, q));
+            EXT_CUDA_TRY(
+                count_stored<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared, aside_due));
+            if (kMode == kPartitioned)
+                EXT_CUDA_TRY(drain_ranges(ev));
+        }
+        return merge_top();
+    }
+    if constexpr (kMode != kPartitioned && kMode != kAside) {
+        if (listed)
+            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
+        else
+            score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
+                s.list ? s.score + list_begin : s.score, p);
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    return merge_top();
+}
+
+cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t list_begin,
+                     const Operands *op, int64_t tile_from, int64_t tile_to)
+{
+    switch (mode) {
+    case kExact:
+        return launch_pass<kExact>(ev, p, list_begin, op, tile_from, tile_to);
+    case kBinned:
+        return launch_pass<kBinned>(ev, p, list_begin, op, tile_from, tile_to);
+    case kCurve:
+        return launch_pass<kCurve>(ev, p, list_begin, op, tile_from, tile_to);
+    case kPartitioned:
+        return launch_pass<kPartitioned>(ev, p, list_begin, op, tile_from, tile_to);
+    case kAside:
+        return launch_pass<kAside>(ev, p, list_begin, op, tile_from, tile_to);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+/* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
+cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
+                       const roc_level_index *shape)
+{
+    cudaStream_t stream = ev->arena.stream();
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
+    if (ev->src.mode == kBinned) {
+        EXT_CUDA_TRY(ev->bins.allocate(ev->n_bins + 2));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.get(), 0,
+                                     (ev->n_bins + 2) * sizeof(unsigned long long), stream));
+    }
+    if (ev->src.mode != kExact)
+        return cudaStreamSynchronize(stream);
+    const int64_t U = levels->n_levels;
+    ev->n_levels = U;
+    ev->lut_base = shape->base;
+    ev->lut_shift = shape->shift;
+    EXT_CUDA_TRY(ev->levels.allocate(U));
+    EXT_CUDA_TRY(ev->lut.allocate(U ? shape->n_buckets + 1 : 0));
+    const size_t n = size_t(U) + 1, words = 2 * n + (n + 1) / 2; /* at, gap, gap_min */
+    EXT_CUDA_TRY(ev->counters.allocate(words + 2));
+    ev->at = ev->counters.get();
+    ev->gap = ev->at + n;
+    ev->gap_min = reinterpret_cast<uint32_t *>(ev->at + 2 * n);
+    ev->top_count = ev->at + words;
+    ev->top_key = reinterpret_cast<uint32_t *>(ev->at + words + 1);
+    EXT_CUDA_TRY(ev->block_top_key.allocate(ev->pass_blocks));
+    EXT_CUDA_TRY(ev->block_top_count.allocate(ev->pass_blocks));
+    if (U) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
+                                     cudaMemcpyHostToDevice, stream));
+        level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
+            ev->levels.get(), U, shape->base, shape->shift, shape->n_buckets, ev->lut.get());
+        EXT_CUDA_TRY(cudaGetLastError());
+    }
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->counters.get(), 0, (words + 2) * sizeof(unsigned long long),
+                                 stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min, 0xff, n * sizeof(uint32_t), stream));
+    /* a second call (the distributed evaluation's gathered levels) starts
+     * over: no ranges of the first levels survive it */
+    ev->part = RangePartition{};
+    ev->aside_keys.release();
+    ev->aside_share = 0;
+    const bool features = !ev->src.list && ev->src.score == nullptr;
+    const int64_t forced = forced_partition_levels();
+    ev->may_partition = forced < 0 && can_partition(ev, U);
+    ev->probe_count = features && U > 0 &&
+                      size_t(U + 1) * 2 * sizeof(uint32_t) > counters_max(ev);
+    if (forced >= 0 && U > forced && can_partition(ev, U)) {
+        ev->probe_count = false;
+        EXT_CUDA_TRY(set_ranges(ev, levels->keys));
+    }
+    /* the host arrays are copied in before the caller may free them */
+    return cudaStreamSynchronize(stream);
+}
+
+} // namespace roc_gpu

@@ -1,0 +1,284 @@
+/*
+ * roc_eval_state.cuh: the evaluator's GPU backend, its device state
+ * (roc_eval_cuda: the feature operands, the exact counters and level index,
+ * the partition's ranges and segments, the keys set aside, the bins, the
+ * curve's keys, the chunk of stored tiles and the stream that stores ahead)
+ * and the entry points of the files that each hold one concern of it:
+ *
+ *   roc_eval_plan.cu      what to do: sizes, tuning, which count (the plan)
+ *   roc_eval_operands.cu  the feature operands, prepared by block; cosine scaling
+ *   roc_eval_genuine.cu   the genuine pairs and their distinct levels
+ *   roc_eval_tiles.cu     the tile product, its chunks and the ahead stream
+ *   roc_eval_count.cu     the direct counts (score matrix, tiles, lists), the
+ *                         set-aside keys, the level index
+ *   roc_partition.cu      the partitioned exact count (ranges, partition, drain)
+ *   roc_sorted.cu         counting by sorting (flat scores with many levels, the curve)
+ *
+ * roc_eval_kernel.cu holds the backend's calls. C++ only.
+ */
+#ifndef ROC_EVAL_STATE_CUH
+#define ROC_EVAL_STATE_CUH
+
+#include <stdint.h>
+
+#include <algorithm>
+
+#include <cub/cub.cuh>
+
+extern "C" {
+#include "../ext_check.h"
+}
+#include "ext_cuda.cuh"
+#include "roc_eval_kernel.h"
+#include "roc_scores.cuh"
+#include "roc_tiles.cuh"
+
+namespace roc_gpu {
+
+template <typename T> using Buffer = ExtDeviceBuffer<T>;
+
+/* A CUB device-wide call: size the scratch space, allocate it, run. */
+template <typename Call> cudaError_t cub_run(ExtDeviceArena &arena, Call call)
+{
+    size_t bytes = 0;
+    EXT_CUDA_TRY(call(nullptr, bytes));
+    Buffer<char> scratch(arena);
+    EXT_CUDA_TRY(scratch.allocate(bytes));
+    return call(scratch.get(), bytes);
+}
+
+inline unsigned grid_for(int64_t n, int threads = kThreads)
+{
+    return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads,
+                                                           int64_t(ext_sm_count()) * 32)));
+}
+
+inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+/* One side of the feature pass: its raw features (row-major), their inverse
+ * norms (cosine), and which of its rows, [begin, end), `prepared` holds. */
+struct FeatureSide {
+    const float *x = nullptr;
+    int64_t n = 0;
+    int64_t block_rows = 0; /* rows a prepared block holds at most: whole tiles */
+    Buffer<double> own_inverse;
+    const double *inverse = nullptr; /* own_inverse, or the other side's for one set */
+    Buffer<float> prepared;
+    int64_t begin = 0, end = 0;
+
+    explicit FeatureSide(ExtDeviceArena &arena) : own_inverse(arena), prepared(arena) {}
+};
+
+struct FeatureOperands {
+    int64_t dim = 0, k_pad = 0;
+    FeatureSide q, g;
+
+    explicit FeatureOperands(ExtDeviceArena &arena) : q(arena), g(arena) {}
+    FeatureRows rows() const
+    {
+        const bool vectors = dim % 4 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 &&
+                             reinterpret_cast<uintptr_t>(g.x) % 16 == 0;
+        return FeatureRows{q.x, g.x, q.inverse, g.inverse, dim, vectors};
+    }
+};
+
+/* The tiles a feature pass's chunk holds, or will once the stream reaches
+ * their tile_kernel: tiles [tile_begin, tile_end) of rows [row_begin,
+ * row_end) of the operands from query row m_base and gallery columns
+ * [n_begin, n_end). None where m_base < 0. */
+struct StoredTiles {
+    int64_t m_base = -1, n_begin = 0, n_end = 0, row_begin = 0, row_end = 0, tile_begin = 0,
+            tile_end = 0;
+
+    static StoredTiles of(const Operands &op, const PassParams &q)
+    {
+        return StoredTiles{op.m_base, op.n_begin, op.n_end, q.row_begin, q.row_end,
+                           q.tile_begin, q.tile_end};
+    }
+    /* whether they are the tiles from q.tile_begin of the same rows and operands */
+    bool start(const Operands &op, const PassParams &q) const
+    {
+        return m_base >= 0 && m_base == op.m_base && n_begin == op.n_begin && n_end == op.n_end &&
+               row_begin == q.row_begin && row_end == q.row_end && tile_begin == q.tile_begin;
+    }
+};
+
+} // namespace roc_gpu
+
+// ----------------------------------------------------------------------------
+// the backend's device state
+
+struct roc_eval_cuda {
+    roc_source src;
+    ExtDeviceArena arena; /* before every buffer: released after them */
+    roc_gpu::FeatureOperands features; /* the feature pass's operands, prepared by block */
+    /* exact: levels, index, counters */
+    int64_t n_levels = 0;
+    roc_gpu::Buffer<uint32_t> levels, lut, block_top_key;
+    roc_gpu::Buffer<unsigned long long> block_top_count;
+    /* the counters, one buffer laid out as the host's (roc_counts_alloc), so
+     * that one copy fetches them: at[U + 1], gap[U + 1], gap_min[U + 1]
+     * (32-bit), then top_count and top_key. Six copies of pageable memory
+     * took ~90 us of the blog size's 5.9 ms (H100). */
+    roc_gpu::Buffer<unsigned long long> counters;
+    unsigned long long *at = nullptr, *gap = nullptr, *top_count = nullptr;
+    uint32_t *gap_min = nullptr, *top_key = nullptr;
+    uint32_t lut_base = 0;
+    int lut_shift = 0;
+    /* exact from features with more levels than a block's shared counters:
+     * the ranges the keys are partitioned by and the segments' buffer
+     * (roc_partition.cu); part.n_ranges = 0 where not */
+    roc_count::RangePartition part{};
+    /* exact from features with global counters: the first tiles are
+     * counted directly and their pairs choose how the rest are
+     * (choose_count): directly, with keys set aside, or by partition where
+     * may_partition */
+    bool probe_count = false, may_partition = false;
+    roc_gpu::Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
+        range_block_used, range_reserved, range_stage_layout;
+    roc_gpu::Buffer<uint2> range_stage_owner;
+    roc_gpu::Buffer<uint16_t> range_index;
+    roc_gpu::Buffer<uint32_t> drain_index; /* drain_index_kernel's, drain_bucket_bits' */
+    int drain_bucket_bits = 0;
+    int range_levels = roc_count::kRangeLevels; /* the most a range holds (range_levels_for) */
+    int64_t range_keys_total = 0;
+    /* exact from features with global counters: the keys the pass sets aside
+     * (roc_count.cuh), while not partitioned, and each warp's count of them;
+     * the share of the probe's pairs at or above the lowest level */
+    roc_gpu::Buffer<uint32_t> aside_keys, aside_used;
+    double aside_share = 0;
+    /* binned */
+    roc_gpu::Buffer<float> edges;
+    roc_gpu::Buffer<unsigned long long> bins;
+    int64_t n_bins = 0;
+    float lo32 = 0, scale32 = 0;
+    /* curve: the distinct keys so far */
+    roc_gpu::Buffer<uint32_t> acc_keys;
+    roc_gpu::Buffer<unsigned long long> acc_counts;
+    int64_t n_acc = 0;
+    /* the feature pass's chunk of stored tiles (tile_kernel), and which */
+    roc_gpu::Buffer<float> chunk;
+    roc_gpu::StoredTiles stored{};
+    /* exact and binned from features, where the caller said the rows of its
+     * add_rows calls (src.step_rows): tiles stored ahead on a stream of their
+     * own, from ahead_start on the evaluator's stream, until ahead_done
+     * (pending until the evaluator's stream waits for it): the first call's
+     * first chunk, beside the genuine pairs' kernels and the host's work up to
+     * that call; the chunk after the probe, while the host reads it. On one
+     * stream the GPU waited for those ~0.4 ms of the blog size's 5.8 (H100). */
+    cudaStream_t ahead = nullptr;
+    cudaEvent_t ahead_start = nullptr, ahead_done = nullptr;
+    bool ahead_pending = false;
+    /* pairs, NaN pairs */
+    roc_gpu::Buffer<unsigned long long> totals;
+    int pass_blocks = 0;
+    /* a list of pairs, and its features scaled for cosine */
+    roc_gpu::PairList list{};
+    roc_gpu::Buffer<float> scaled_a, scaled_b;
+
+    explicit roc_eval_cuda(const roc_source &s)
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
+          lut(arena), block_top_key(arena), block_top_count(arena), counters(arena),
+          range_first(arena), range_starts(arena),
+          range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
+          range_reserved(arena), range_stage_layout(arena), range_stage_owner(arena),
+          range_index(arena), drain_index(arena), aside_keys(arena),
+          aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
+          acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
+    {
+    }
+    ~roc_eval_cuda() /* before the buffers go: the tiles stored ahead are written */
+    {
+        if (ahead) {
+            cudaStreamSynchronize(ahead);
+            cudaStreamDestroy(ahead);
+        }
+        for (cudaEvent_t e : {ahead_start, ahead_done})
+            if (e)
+                cudaEventDestroy(e);
+    }
+};
+
+namespace roc_gpu {
+
+// ----------------------------------------------------------------------------
+// the concerns' entry points
+
+/* roc_eval_operands.cu: the sides' sizes, blocks and inverse norms; a block
+ * of rows prepared (k-major, padded, scaled for cosine); the operands of a
+ * query block against a gallery chunk; a list's features scaled. */
+cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float *feat_q,
+                          const float *feat_g, int64_t n_query, int64_t n_gallery, int64_t dim,
+                          int similarity, int64_t step_rows);
+cudaError_t prepare_room(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end);
+cudaError_t prepare_block(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end,
+                          cudaStream_t stream);
+Operands block_operands(const FeatureOperands &f, int64_t qa, int64_t qb, int64_t ga, int64_t gb);
+cudaError_t prepare_list(roc_eval_cuda *ev);
+
+/* launch(op, begin, end) for query rows [begin, end) against every gallery
+ * chunk, over all of rows [row_begin, row_end) in blocks: the blocks' and
+ * chunks' operands prepared first. The chunk prepared last goes first, so
+ * that consecutive calls on a gallery of one chunk prepare it once. */
+template <typename Launch>
+cudaError_t over_feature_blocks(ExtDeviceArena &arena, FeatureOperands &f, int64_t row_begin,
+                                int64_t row_end, Launch launch)
+{
+    const int64_t n_chunks = (f.g.n + f.g.block_rows - 1) / f.g.block_rows;
+    for (int64_t qa = row_begin / roc_gemm::kBM * roc_gemm::kBM; qa < row_end;
+         qa += f.q.block_rows) {
+        const int64_t qb = std::min(qa + f.q.block_rows, row_end);
+        EXT_CUDA_TRY(prepare_block(f, f.q, qa, qb, arena.stream()));
+        const int64_t first = f.g.end > f.g.begin ? f.g.begin / f.g.block_rows : 0;
+        for (int64_t c = 0; c < n_chunks; c++) {
+            const int64_t ga = (first + c) % n_chunks * f.g.block_rows;
+            const int64_t gb = std::min(ga + f.g.block_rows, f.g.n);
+            EXT_CUDA_TRY(prepare_block(f, f.g, ga, gb, arena.stream()));
+            EXT_CUDA_TRY(launch(block_operands(f, qa, qb, ga, gb), std::max(row_begin, qa), qb));
+        }
+    }
+    return cudaSuccess;
+}
+
+/* roc_eval_genuine.cu: the genuine pairs (all pairs, or a list's after
+ * checking it) and their distinct levels, into host arrays. */
+cudaError_t find_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals);
+cudaError_t find_list_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, roc_totals *totals,
+                              roc_bad_input *bad_input);
+
+/* roc_eval_tiles.cu: tiles stored (tile_kernel), into a chunk or ahead. */
+cudaError_t chunk_room(Buffer<float> &chunk, int64_t tiles);
+cudaError_t store_tiles(cudaStream_t stream, const Operands &op, const PassParams &q, float *chunk,
+                        int64_t blocks = INT64_MAX);
+cudaError_t join_ahead(roc_eval_cuda *ev);
+cudaError_t store_tiles(roc_eval_cuda *ev, const Operands &op, const PassParams &q);
+cudaError_t store_ahead(roc_eval_cuda *ev, const Operands &op, const PassParams &q, bool first,
+                        int64_t blocks);
+cudaError_t store_first_tiles(roc_eval_cuda *ev);
+
+/* roc_eval_count.cu: the counters and level index for the genuine levels,
+ * a pass's parameters, one pass of a count policy, the stored scores. */
+cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
+                       const roc_level_index *shape);
+PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys);
+cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t list_begin,
+                     const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1);
+cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks);
+cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassParams &q,
+                         float *chunk, int blocks);
+
+/* roc_partition.cu: the ranges of the levels and their segments, the
+ * partition of stored tiles, the drain of the segments. */
+int drain_bucket_bits(int device, int range_levels);
+cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys);
+cudaError_t launch_partition(cudaStream_t stream, const Operands &op, const PassParams &q,
+                             const float *chunk, int blocks);
+cudaError_t drain_ranges(roc_eval_cuda *ev);
+
+/* roc_sorted.cu: the curve's keys merged; flat scores counted sorted. */
+cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n);
+cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *score, int64_t n);
+
+} // namespace roc_gpu
+
+#endif /* ROC_EVAL_STATE_CUH */
