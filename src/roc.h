@@ -173,6 +173,11 @@ int roc_eval_create_counts(roc_eval **out /* OUT */, const roc_eval_config *conf
 int roc_eval_set_levels(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
                         int64_t n_levels, uint64_t n_nan_genuine);
 int roc_eval_add_rows(roc_eval *eval, int64_t row_begin, int64_t row_end);
+/* The rows of the feature pass's tile on a device of `device_type` (EXT_CPU,
+ * EXT_CUDA): add_rows steps from features that cover whole multiples of it
+ * never compute a tile twice (a step that ends inside one leaves the next
+ * step to compute it again). */
+int64_t roc_eval_row_tile(int32_t device_type);
 int roc_eval_fetch(roc_eval *eval);
 int roc_eval_counts(roc_eval *eval, roc_counts_view *out /* OUT */);
 /* Curve mode: replaces the distinct keys and counts (merged across processes). */

@@ -673,6 +673,16 @@ int roc_eval_summarize(roc_eval *ev, const double *fars, int64_t n_fars, int32_t
     return EXT_OK;
 }
 
+int64_t roc_eval_row_tile(int32_t device_type)
+{
+#ifdef EXT_WITH_CUDA
+    if (device_type == EXT_CUDA)
+        return roc_eval_cuda_row_tile();
+#endif
+    (void)device_type;
+    return roc_eval_cpu_row_tile();
+}
+
 void roc_eval_free(roc_eval *ev)
 {
     if (ev == NULL)

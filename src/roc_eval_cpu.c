@@ -63,11 +63,14 @@ static float dot_in_order(const float *a, const float *b, int64_t dim)
     return acc;
 }
 
+#define TILE_ROWS 8
+#define TILE_COLS 64
+
+int64_t roc_eval_cpu_row_tile(void) { return TILE_ROWS; }
+
 /* Tile of scores: out[r * TILE_COLS + c] for query rows [r0, r0 + n_rows) and
  * gallery rows [c0, c0 + n_cols); gT is scratch for the transposed gallery
  * block, so the inner loop runs over contiguous columns. */
-#define TILE_ROWS 8
-#define TILE_COLS 64
 __attribute__((target_clones("fma", "default")))
 static void score_tile(const float *feat_q, const float *feat_g, int64_t dim, int64_t r0,
                        int64_t n_rows, int64_t c0, int64_t n_cols, float *gT, float *out)

@@ -149,6 +149,8 @@ int roc_eval_cpu_set_levels(roc_eval_cpu *backend, const roc_genuine_levels *lev
                             const roc_level_index *index);
 int roc_eval_cpu_add_rows(roc_eval_cpu *backend, roc_counts *counts, int64_t begin, int64_t end);
 void roc_eval_cpu_free(roc_eval_cpu *backend);
+/* the rows of the CPU's tile of scores from features */
+int64_t roc_eval_cpu_row_tile(void);
 /* pair_scores on the CPU: score (n_query, n_gallery) from the features. */
 int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
                    int64_t dim, int similarity, float *score);

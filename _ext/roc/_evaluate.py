@@ -36,7 +36,6 @@ DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24,
                  ("cpu", "features"): 1 << 24}
 MAX_BINS = 1 << 30
-FEATURE_TILE_ROWS = 128  # the feature pass's tile (roc_gemm.cuh kBM; the CPU's is 8)
 
 
 # ---------------------------------------------------------------------------
@@ -167,13 +166,14 @@ class Options:
 
     def rows_per_step(self, device, units_per_row, features=False):
         """Rows (or pairs) per add_rows call: `chunk` pairs; from features, in
-        whole multiples of the feature pass's 128-row tiles (a step that ended
-        inside a tile would have the next step compute that tile again)."""
+        whole multiples of the backend's row tile (roc_eval_row_tile: a step
+        that ended inside a tile would have the next step compute it again)."""
         kind = "cuda" if device.startswith("cuda") else "cpu"
         pass_kind = "curve" if self.mode == "curve" else "features" if features else "pass"
         chunk = self.chunk or DEFAULT_CHUNK[(kind, pass_kind)]
         rows = max(1, chunk // max(units_per_row, 1))
-        align = FEATURE_TILE_ROWS if features else 1
+        align = lib.roc_eval_row_tile(lib.EXT_CUDA if kind == "cuda" else lib.EXT_CPU) \
+            if features else 1
         return max(align, rows // align * align)
 
 

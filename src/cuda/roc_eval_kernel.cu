@@ -248,6 +248,8 @@ extern "C" void roc_eval_cuda_free(roc_eval_cuda *ev)
     delete ev; /* the buffers, then the arena (which waits for their frees) */
 }
 
+extern "C" int64_t roc_eval_cuda_row_tile(void) { return roc_gemm::kBM; }
+
 extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64_t n_query,
                                  int64_t n_gallery, int64_t dim, int similarity, float *score,
                                  int device, void *stream_ptr)

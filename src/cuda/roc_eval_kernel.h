@@ -27,6 +27,8 @@ int roc_eval_cuda_add_rows(roc_eval_cuda *backend, roc_counts *counts, int64_t b
 int roc_eval_cuda_fetch(roc_eval_cuda *backend, roc_counts *counts);
 int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *backend);
 void roc_eval_cuda_free(roc_eval_cuda *backend);
+/* the rows of the feature pass's tile (roc_gemm.cuh) */
+int64_t roc_eval_cuda_row_tile(void);
 
 /* score (n_query, n_gallery) = the evaluator's scores from features. */
 int roc_scores_launch(const float *feat_q, const float *feat_g, int64_t n_query,
