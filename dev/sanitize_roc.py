@@ -19,7 +19,8 @@ operands prepared a block at a time (EXT_ROC_OPERAND_KIB); ordered same-set
 pairs and a shard of a set's rows; the partitioned exact count (tens of
 thousands of levels from features, segments that fill) and the keys set
 aside (a buffer that fills); lists of pairs (flat scores and listed
-pairs from features, both index dtypes, every mode); bad flags and indices.
+pairs from features, both index dtypes, every mode; flat scores counted
+sorted); bad flags and indices.
 """
 
 import os
@@ -96,7 +97,7 @@ def partition_cases(generator):
     feat_q = torch.randn(200, 16, device="cuda", generator=generator)
     feat_g = torch.randn(300, 16, device="cuda", generator=generator)
     ran = 0
-    os.environ["EXT_ROC_PARTITION_LEVELS"] = "0"  # else only after a first operand block
+    os.environ["EXT_ROC_STRATEGY"] = "partition"  # else only after the probe
     for kib, range_levels in ((None, None), ("4", None), (None, "16384"), ("4", "16384")):
         if kib:
             os.environ["EXT_ROC_PARTITION_KIB"] = kib
@@ -109,7 +110,7 @@ def partition_cases(generator):
         finally:
             os.environ.pop("EXT_ROC_PARTITION_KIB", None)
             os.environ.pop("EXT_ROC_RANGE_LEVELS", None)
-    del os.environ["EXT_ROC_PARTITION_LEVELS"]
+    del os.environ["EXT_ROC_STRATEGY"]
     return ran
 
 
@@ -123,7 +124,7 @@ def aside_cases(generator):
     feat_q = torch.randn(300, 20, device="cuda", generator=generator)
     feat_g = torch.randn(700, 20, device="cuda", generator=generator)
     ran = 0
-    os.environ["EXT_ROC_PARTITION_LEVELS"] = str(1 << 30)  # never partitioned
+    os.environ["EXT_ROC_STRATEGY"] = "aside"  # never partitioned
     for keys in (None, "100000"):
         if keys:
             os.environ["EXT_ROC_ASIDE_KEYS"] = keys
@@ -133,7 +134,7 @@ def aside_cases(generator):
             ran += 2
         finally:
             os.environ.pop("EXT_ROC_ASIDE_KEYS", None)
-    del os.environ["EXT_ROC_PARTITION_LEVELS"]
+    del os.environ["EXT_ROC_STRATEGY"]
     return ran
 
 
@@ -214,6 +215,12 @@ def pair_list_cases(generator):
                 roc.evaluate_pairs(genuine.to(torch.uint8), feat_a=feat, feat_b=feat,
                                    index_a=index_a, index_b=index_b, mode=mode, chunk=4000)
                 ran += 2
+            os.environ["EXT_ROC_STRATEGY"] = "sorted"  # else only past 2^20 levels
+            try:
+                roc.evaluate_pairs(genuine, score, chunk=4000)
+                ran += 1
+            finally:
+                del os.environ["EXT_ROC_STRATEGY"]
             bad = index_b.clone()
             bad[-1] = 257
             for flags, b in ((genuine, bad), (genuine.to(torch.int64) * 2, index_b)):

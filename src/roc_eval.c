@@ -170,8 +170,9 @@ static int uniform_edges(roc_eval *ev)
 }
 
 /* Counting against ev->genuine from now on: its index, the host counters and
- * the backend's. */
-static int use_levels(roc_eval *ev)
+ * the backend's. `found`: ev->genuine is what the backend's create found (the
+ * GPU backend still holds those keys). */
+static int use_levels(roc_eval *ev, int found)
 {
     int st;
     if (ev->genuine.n_levels > INT32_MAX) /* the counting passes number gaps in 32 bits */
@@ -182,7 +183,7 @@ static int use_levels(roc_eval *ev)
 #ifdef EXT_WITH_CUDA
     if (ev->cuda) { /* the index's table is made on the device */
         const roc_level_index shape = roc_level_index_shape(&ev->genuine);
-        return cuda_status(ev, roc_eval_cuda_set_levels(ev->cuda, &ev->genuine, &shape));
+        return cuda_status(ev, roc_eval_cuda_set_levels(ev->cuda, &ev->genuine, &shape, found));
     }
 #endif
     if (ev->cpu && ev->config.mode == ROC_MODE_EXACT &&
@@ -357,7 +358,7 @@ static int create(roc_eval **out, const roc_eval_config *config, const char *fn,
         st = bad_input(ev, &bad);
         goto fail;
     }
-    if ((st = use_levels(ev)))
+    if ((st = use_levels(ev, 1)))
         goto fail;
     *out = ev;
     return EXT_OK;
@@ -502,7 +503,8 @@ int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
     snprintf(ev->caller, sizeof ev->caller, "%s", fn);
     ev->src.mode = config->mode;
     ev->counts.exact.top_key = ROC_NO_KEY;
-    if ((config->mode == ROC_MODE_BINNED && (st = uniform_edges(ev))) || (st = use_levels(ev))) {
+    if ((config->mode == ROC_MODE_BINNED && (st = uniform_edges(ev))) ||
+        (st = use_levels(ev, 0))) {
         roc_eval_free(ev);
         return st;
     }
@@ -551,7 +553,7 @@ int roc_eval_set_levels(roc_eval *ev, const uint32_t *keys, const uint64_t *coun
     ev->genuine = (roc_genuine_levels){n_levels, own_keys, own_counts};
     ev->counts.totals.n_genuine = n_genuine;
     ev->counts.totals.n_nan_genuine = n_nan_genuine;
-    if ((st = use_levels(ev)))
+    if ((st = use_levels(ev, 0)))
         ev->broken = 1;
     return st;
 }

@@ -815,7 +815,7 @@ def test_gpu_partitioned_count(rng, monkeypatch, features, source):
         (features == "integer dot" and len(cpu.counts["genuine_scores"]) > 8192)
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
-    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")  # else only after a first operand block
+    monkeypatch.setenv("EXT_ROC_STRATEGY", "partition")  # else only after the probe
     knobs = ("EXT_ROC_PARTITION_KIB", "EXT_ROC_RANGE_BUCKETS", "EXT_ROC_DRAIN_BUCKET_BITS")
     for knob, value in ((None, None), ("EXT_ROC_PARTITION_KIB", "64"),
                         ("EXT_ROC_RANGE_BUCKETS", "12"), ("EXT_ROC_RANGE_BUCKETS", "64"),
@@ -858,7 +858,7 @@ def test_gpu_partitioned_count_crowded_gap(monkeypatch):
     assert cpu.counts["impostor_between"][1] == n * pile  # the gap after level 1
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
-    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", "0")
+    monkeypatch.setenv("EXT_ROC_STRATEGY", "partition")
     monkeypatch.setenv("EXT_ROC_DRAIN_SLICES", "1")
     for range_levels in ("8192", "16384"):
         monkeypatch.setenv("EXT_ROC_RANGE_LEVELS", range_levels)
@@ -917,7 +917,7 @@ def test_gpu_keys_set_aside(rng, monkeypatch, features, source):
     assert 0.001 < above < 0.1 if features == "outliers" else above > 0.5
     moved = {k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
              for k, v in kwargs.items()}
-    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
+    monkeypatch.setenv("EXT_ROC_STRATEGY", "aside")  # never partitioned
     for env in ({}, {"EXT_ROC_ASIDE_KEYS": "100000"}, {"EXT_ROC_OPERAND_KIB": "16"},
                 {"EXT_ROC_CHUNK_TILES": "3"}, {"EXT_ROC_CHUNK_TILES": "5"}):
         for name, value in env.items():
@@ -993,7 +993,7 @@ def test_gpu_whole_tiles_below_the_lowest_level(rng, monkeypatch, features):
     above = 1 - cpu.counts["impostor_between"][0] / cpu.n_impostor
     assert above < 1 / 1024 if features == "easy" else 0.001 < above < 0.1
     moved = {k: torch.from_numpy(v).cuda() for k, v in kwargs.items()}
-    monkeypatch.setenv("EXT_ROC_PARTITION_LEVELS", str(1 << 30))  # never partitioned
+    monkeypatch.setenv("EXT_ROC_STRATEGY", "aside")  # never partitioned
     for chunk_tiles in (None, "2"):
         if chunk_tiles:
             monkeypatch.setenv("EXT_ROC_CHUNK_TILES", chunk_tiles)
@@ -1038,7 +1038,7 @@ def test_gpu_binned_whole_tiles(rng, bins, bin_range):
 @pytest.mark.gpu
 @pytest.mark.parametrize("tail", [True, False])
 def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
-    """20,000 genuine levels from features, without EXT_ROC_PARTITION_LEVELS:
+    """20,000 genuine levels from features, without EXT_ROC_STRATEGY:
     the first tiles are counted with global counters, the rest by partition
     only where half of their pairs or more lay at or above the lowest level
     (a tail of genuine scores among the impostors), which the partition's
@@ -1058,7 +1058,7 @@ def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
     assert len(cpu.counts["genuine_scores"]) > 8192
     below_lowest = cpu.counts["impostor_between"][0] / cpu.n_impostor
     assert below_lowest < 0.01 if tail else below_lowest > 0.99
-    monkeypatch.delenv("EXT_ROC_PARTITION_LEVELS", raising=False)
+    monkeypatch.delenv("EXT_ROC_STRATEGY", raising=False)
     monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "256")
     gpu = roc.evaluate(**{k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
                           for k, v in kwargs.items()})

@@ -279,6 +279,21 @@ def test_gpu_pairs_with_millions_of_levels_equal_cpu(rng):
 
 
 @pytest.mark.gpu
+def test_gpu_sorted_strategy_equals_cpu(rng, monkeypatch):
+    """The sorted count of flat scores (EXT_ROC_STRATEGY=sorted: chosen
+    whatever the levels), over several steps, NaN and infinite scores among them."""
+    genuine, score = flat_pairs(rng, 200_000, "special")
+    cpu = roc.evaluate_pairs(genuine, score)
+    monkeypatch.setenv("EXT_ROC_STRATEGY", "sorted")
+    gpu = roc.evaluate_pairs(torch.from_numpy(genuine).cuda(), torch.from_numpy(score).cuda(),
+                             chunk=30_000)
+    for name in ("genuine", "impostor_at", "impostor_between", "impostor_between_min"):
+        np.testing.assert_array_equal(gpu.counts[name], cpu.counts[name])
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+    assert (gpu.n_nan, gpu.auc) == (cpu.n_nan, cpu.auc)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
 def test_gpu_listed_pairs_equal_cpu(rng, similarity):
     feat = rng.normal(size=(300, 70)).astype(np.float32)

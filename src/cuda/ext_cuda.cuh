@@ -100,6 +100,18 @@ template <typename T> class ExtDeviceBuffer {
         other.ptr_ = nullptr;
         other.count_ = 0;
     }
+    ExtDeviceBuffer &operator=(ExtDeviceBuffer &&other) noexcept
+    {
+        if (this != &other) {
+            release();
+            arena_ = other.arena_;
+            ptr_ = other.ptr_;
+            count_ = other.count_;
+            other.ptr_ = nullptr;
+            other.count_ = 0;
+        }
+        return *this;
+    }
     ~ExtDeviceBuffer() { release(); }
 
     /* Room for max(count, 1) elements (so get() is never NULL once allocated). */

@@ -13,14 +13,14 @@
  * Where the levels lie among the impostors, each pair needs its own lookup:
  * pairs() then looks its pairs up side by side, in 32-bit arithmetic, so that
  * their reads are in flight together and the instructions a pair costs stay
- * few. Where some pairs lie among them (roc_eval_plan.cu's choose_count),
+ * few. Where some pairs lie among them (roc_eval_plan.cu's plan_count),
  * the feature pass does not look those up at all (kAside): the count of the
  * stored tiles sets those pairs' keys aside in a buffer, and a kernel counts
  * them where the warps' shares of it are due (roc_eval_count.cu's
  * launch_pass).
  *
  * Where there are more levels than the shared counters hold and most pairs
- * lie among them (roc_eval_plan.cu's choose_count), the feature pass
+ * lie among them (roc_eval_plan.cu's plan_count), the feature pass
  * counts exactly by partition (kPartitioned) instead: roc_partition.cu's
  * partition kernel reads the stored tiles, counts the pairs below the lowest
  * level as the other modes do, and stages the other keys (RangeSorter) by

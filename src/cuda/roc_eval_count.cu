@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "roc_count.cuh"
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 namespace roc_gpu {
 
@@ -244,7 +244,6 @@ __global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uin
 
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys)
 {
-    const size_t counters = counters_max(ev);
     PassParams p{};
     p.n_gallery = ev->src.n_gallery;
     p.row_begin = row_begin;
@@ -259,7 +258,7 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.at = ev->at;
     p.gap = ev->gap;
     p.gap_min = ev->gap_min;
-    p.shared_gaps = size_t(ev->n_levels + 1) * 2 * sizeof(uint32_t) <= counters;
+    p.shared_gaps = ev->shared_gaps;
     p.part = ev->part;
     p.aside_keys = ev->aside_keys.get();
     p.aside_used = ev->aside_used.get();
@@ -268,7 +267,7 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.lo32 = ev->lo32;
     p.scale32 = ev->scale32;
     p.bins = ev->bins.get();
-    p.shared_bins = shared_bins_bytes(ev->n_bins) <= counters;
+    p.shared_bins = ev->shared_bins;
     p.keys = keys;
     p.totals = ev->totals.get();
     p.block_top_key = ev->block_top_key.get();
@@ -323,8 +322,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
                         const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
 {
     const roc_source &s = ev->src;
-    const bool features = !s.list && s.score == nullptr;
-    const bool listed = s.list && s.score == nullptr;
+    const bool features = ev->source == Source::kFeatures;
+    const bool listed = ev->source == Source::kListFeatures;
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p);
     const int threads = kThreads;
@@ -352,7 +351,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted (one stored ahead as it
          * is); partitioned, each drained after it */
-        const int64_t step = std::min(chunk_tiles(kMode, tiles), tiles - tile_from);
+        const int64_t step = std::min(chunk_tiles(ev->tuning, kMode, tiles), tiles - tile_from);
         /* kAside: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
          * the pairs since the last time would fill a quarter of each; a
@@ -412,24 +411,38 @@ cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t l
     }
 }
 
-/* Zeroed counters for `levels` (exact), or for the bins; the totals too. */
+/* Zeroed counters for `levels` (exact), or for the bins; the totals too; and
+ * the plan's count. `found`: the levels are those create found, whose keys
+ * are on the device already (one process: the levels cross the bus once,
+ * to the host). */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
-                       const roc_level_index *shape)
+                       const roc_level_index *shape, bool found)
 {
     cudaStream_t stream = ev->arena.stream();
     EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
-    if (ev->src.mode == kBinned) {
+    if (ev->policy == kBinned) {
         EXT_CUDA_TRY(ev->bins.allocate(ev->n_bins + 2));
         EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.get(), 0,
                                      (ev->n_bins + 2) * sizeof(unsigned long long), stream));
     }
-    if (ev->src.mode != kExact)
+    if (ev->policy != kExact) {
+        ev->found_levels.release();
+        plan_count(ev, nullptr);
         return cudaStreamSynchronize(stream);
+    }
     const int64_t U = levels->n_levels;
     ev->n_levels = U;
+    ev->host_levels = levels->keys;
     ev->lut_base = shape->base;
     ev->lut_shift = shape->shift;
-    EXT_CUDA_TRY(ev->levels.allocate(U));
+    /* the keys create found are on the device already: one process's levels
+     * cross the bus once, to the host */
+    const bool on_device = found && size_t(U) == ev->found_levels.size();
+    if (on_device)
+        ev->levels = std::move(ev->found_levels);
+    else
+        EXT_CUDA_TRY(ev->levels.allocate(U));
+    ev->found_levels.release();
     EXT_CUDA_TRY(ev->lut.allocate(U ? shape->n_buckets + 1 : 0));
     const size_t n = size_t(U) + 1, words = 2 * n + (n + 1) / 2; /* at, gap, gap_min */
     EXT_CUDA_TRY(ev->counters.allocate(words + 2));
@@ -441,8 +454,9 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     EXT_CUDA_TRY(ev->block_top_key.allocate(ev->pass_blocks));
     EXT_CUDA_TRY(ev->block_top_count.allocate(ev->pass_blocks));
     if (U) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
-                                     cudaMemcpyHostToDevice, stream));
+        if (!on_device)
+            EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
+                                         cudaMemcpyHostToDevice, stream));
         level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
             ev->levels.get(), U, shape->base, shape->shift, shape->n_buckets, ev->lut.get());
         EXT_CUDA_TRY(cudaGetLastError());
@@ -455,15 +469,9 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
     ev->part = RangePartition{};
     ev->aside_keys.release();
     ev->aside_share = 0;
-    const bool features = !ev->src.list && ev->src.score == nullptr;
-    const int64_t forced = forced_partition_levels();
-    ev->may_partition = forced < 0 && can_partition(ev, U);
-    ev->probe_count = features && U > 0 &&
-                      size_t(U + 1) * 2 * sizeof(uint32_t) > counters_max(ev);
-    if (forced >= 0 && U > forced && can_partition(ev, U)) {
-        ev->probe_count = false;
+    plan_count(ev, nullptr);
+    if (ev->strategy == Strategy::kPartitioned)
         EXT_CUDA_TRY(set_ranges(ev, levels->keys));
-    }
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 namespace roc_gpu {
 
@@ -336,6 +336,11 @@ cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t 
         memmove(genuine->counts, genuine->counts + 1, (U - 1) * sizeof(uint64_t));
         U--;
     }
+    /* the distinct keys stay on the device for set_levels (stream order: the
+     * copy precedes unique's free) */
+    EXT_CUDA_TRY(ev->found_levels.allocate(U));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->found_levels.get(), unique.get() + (n_nan > 0 ? 1 : 0),
+                                 U * sizeof(uint32_t), cudaMemcpyDeviceToDevice, stream));
     genuine->n_levels = U;
     totals->n_genuine = uint64_t(n_pairs) - n_nan;
     totals->n_nan_genuine = n_nan;

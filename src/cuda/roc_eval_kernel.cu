@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 using namespace roc_gpu;
 
@@ -27,15 +27,19 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
 {
     const roc_source &s = ev->src;
     cudaStream_t stream = ev->arena.stream();
-    if (s.list) {
+    ev->source = source_of(s);
+    ev->policy = policy_of(s.mode);
+    ev->tuning = read_tuning();
+    if (ev->source == Source::kListScores || ev->source == Source::kListFeatures) {
         EXT_CUDA_TRY(prepare_list(ev));
         EXT_CUDA_TRY(find_list_genuine(ev, genuine, totals, bad));
     } else {
-        if (s.feat_q) {
+        if (ev->source == Source::kFeatures) {
             EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
-                                       s.n_gallery, s.dim, s.similarity, s.step_rows));
+                                       s.n_gallery, s.dim, s.similarity, s.step_rows,
+                                       gallery_chunk_bytes(ev->tuning)));
             if (s.step_rows > 0 && s.n_query > 0 && s.n_gallery > 0 &&
-                (s.mode == kExact || s.mode == kBinned)) {
+                (ev->policy == kExact || ev->policy == kBinned)) {
                 EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->ahead, cudaStreamNonBlocking));
                 for (cudaEvent_t *e : {&ev->ahead_start, &ev->ahead_done})
                     EXT_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -48,7 +52,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         return cudaSuccess;
     EXT_CUDA_TRY(ev->totals.allocate(2));
     ev->pass_blocks = ext_sm_count() * 8;
-    if (s.mode == kBinned) {
+    if (ev->policy == kBinned) {
         const roc_binned_counts &b = counts->binned;
         ev->n_bins = b.n_bins;
         ev->lo32 = b.lo32;
@@ -88,11 +92,11 @@ extern "C" int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src,
 }
 
 extern "C" int roc_eval_cuda_set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
-                                        const roc_level_index *shape)
+                                        const roc_level_index *shape, int found)
 {
     ExtDeviceGuard guard(ev->src.device);
     EXT_CUDA_TRY(guard.error());
-    return set_levels(ev, levels, shape);
+    return set_levels(ev, levels, shape, found != 0);
 }
 
 extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int64_t row_begin,
@@ -103,10 +107,11 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     EXT_CUDA_TRY(guard.error());
     EXT_CUDA_TRY(join_ahead(ev)); /* before the operands are prepared again */
     /* a list's pairs [row_begin, row_end) are one row of a pass */
-    const bool list = ev->src.list;
+    const bool list =
+        ev->source == Source::kListScores || ev->source == Source::kListFeatures;
     const int64_t n = list ? row_end - row_begin : (row_end - row_begin) * ev->src.n_gallery;
     Buffer<uint32_t> keys(ev->arena);
-    if (ev->src.mode == kCurve) {
+    if (ev->policy == kCurve) {
         EXT_CUDA_TRY(keys.allocate(n));
         EXT_CUDA_TRY(cudaMemsetAsync(keys.get(), 0, n * sizeof(uint32_t),
                                      ev->arena.stream())); /* NO_KEY */
@@ -115,12 +120,12 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
                         : pass_params(ev, row_begin, row_end, keys.get());
     if (list)
         p.n_gallery = n;
-    if (list && ev->src.score && ev->src.mode == kExact && ev->n_levels > kSortedLevels)
+    if (ev->strategy == Strategy::kSorted)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
     auto pass = [&](const PassParams &given, const Operands *op) -> cudaError_t {
         PassParams q = given;
         int64_t tile_from = 0;
-        if (ev->probe_count && op) {
+        if (ev->probe && op) {
             /* probe_tiles' chunk (the first one stored ahead, within the
              * IFRT size's memory) counted directly; its pairs choose how the
              * rest are, while the next chunk is stored ahead. A wave of them
@@ -128,30 +133,23 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
              * takes ~10 us a wave (the blog size, H100). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
-            tile_from = probe_tiles(tiles);
+            tile_from = probe_tiles(ev->tuning, tiles);
             EXT_CUDA_TRY(run_pass(ev, kExact, q, row_begin, op, 0, tile_from));
             PassParams next = q;
             next.tile_begin = tile_from;
-            next.tile_end = std::min(tile_from + chunk_tiles(kPartitioned, tiles), tiles);
-            EXT_CUDA_TRY(choose_count(ev, *op, next));
+            next.tile_end =
+                std::min(tile_from + chunk_tiles(ev->tuning, kPartitioned, tiles), tiles);
+            EXT_CUDA_TRY(after_probe(ev, *op, next));
             if (tile_from == tiles)
                 return cudaSuccess;
         }
-        /* choose_count may have set these up since `p` */
+        /* after_probe may have set these up since `p` */
         q.part = ev->part;
         q.aside_keys = ev->aside_keys.get();
         q.aside_used = ev->aside_used.get();
-        if (ev->src.mode == kCurve)
-            return run_pass(ev, kCurve, q, row_begin, op);
-        if (ev->src.mode == kExact && ev->part.n_ranges > 0 && op)
-            return run_pass(ev, kPartitioned, q, row_begin, op, tile_from);
-        if (ev->src.mode == kExact && ev->aside_keys.get() && op)
-            return run_pass(ev, kAside, q, row_begin, op, tile_from);
-        if (ev->src.mode == kExact)
-            return run_pass(ev, kExact, q, row_begin, op, tile_from);
-        return run_pass(ev, kBinned, q, row_begin, op);
+        return run_pass(ev, pass_policy(ev), q, row_begin, op, tile_from);
     };
-    if (!list && !ev->src.score) {
+    if (ev->source == Source::kFeatures) {
         EXT_CUDA_TRY(over_feature_blocks(
             ev->arena, ev->features, row_begin, row_end,
             [&](const Operands &op, int64_t begin, int64_t end) {
@@ -165,7 +163,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     } else {
         EXT_CUDA_TRY(pass(p, nullptr));
     }
-    return ev->src.mode == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
+    return ev->policy == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
@@ -179,7 +177,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     const int64_t U = ev->n_levels;
     roc_exact_counts *exact = &counts->exact;
     unsigned long long top[2] = {0, 0}; /* top_count, then top_key's word */
-    if (ev->src.mode == kExact && U > 0) {
+    if (ev->policy == kExact && U > 0) {
         /* at, gap and gap_min at once: the host's are one block laid out as
          * ev->counters (roc_counts_alloc) */
         const size_t n = size_t(U) + 1;
@@ -187,7 +185,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
                                      cudaMemcpyDeviceToHost, stream));
         EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->top_count, sizeof top, cudaMemcpyDeviceToHost,
                                      stream));
-    } else if (ev->src.mode == kBinned) {
+    } else if (ev->policy == kBinned) {
         roc_binned_counts *binned = &counts->binned;
         std::vector<unsigned long long> bins(ev->n_bins + 2);
         EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->bins.get(), bins.size() * sizeof(bins[0]),
@@ -197,7 +195,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
         for (int64_t b = 0; b < ev->n_bins; b++)
             binned->all[b] = bins[b + 1];
         binned->above = bins[ev->n_bins + 1];
-    } else if (ev->src.mode == kCurve) {
+    } else if (ev->policy == kCurve) {
         roc_key_counts *keys = &counts->keys;
         uint32_t *host_keys = static_cast<uint32_t *>(ext_malloc(ev->n_acc * 4));
         uint64_t *host_counts = static_cast<uint64_t *>(ext_malloc(ev->n_acc * 8));
@@ -228,7 +226,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     counts->totals.n_pairs = host_totals[0];
     counts->totals.n_nan = host_totals[1];
-    if (ev->src.mode == kExact && U > 0) {
+    if (ev->policy == kExact && U > 0) {
         exact->top_count = top[0];
         memcpy(&exact->top_key, &top[1], sizeof exact->top_key); /* ev->top_key's bytes */
     }
@@ -260,8 +258,9 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
     EXT_CUDA_TRY(guard.error());
     ExtDeviceArena arena(static_cast<cudaStream_t>(stream_ptr));
     FeatureOperands features(arena);
+    const Tuning tuning = read_tuning();
     EXT_CUDA_TRY(feature_setup(arena, features, feat_q, feat_g, n_query, n_gallery, dim,
-                               similarity, 0));
+                               similarity, 0, gallery_chunk_bytes(tuning)));
     Buffer<float> chunk(arena);
     EXT_CUDA_TRY(over_feature_blocks(
         arena, features, 0, n_query, [&](const Operands &op, int64_t begin, int64_t end) {
@@ -272,7 +271,7 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             p.scores = score;
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(op, p, &tiles_m, &tiles_n);
-            const int64_t step = std::min(chunk_tiles(kStore, tiles), tiles);
+            const int64_t step = std::min(chunk_tiles(tuning, kStore, tiles), tiles);
             EXT_CUDA_TRY(chunk_room(chunk, step));
             for (int64_t t = 0; t < tiles; t += step) {
                 p.tile_begin = t;

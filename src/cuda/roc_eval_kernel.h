@@ -21,7 +21,8 @@ int roc_eval_cuda_create(roc_eval_cuda **out, const roc_source *src, const roc_c
                          roc_totals *totals /* OUT: the genuine totals */,
                          roc_bad_input *bad /* OUT */);
 int roc_eval_cuda_set_levels(roc_eval_cuda *backend, const roc_genuine_levels *levels,
-                             const roc_level_index *shape /* no table: made on the device */);
+                             const roc_level_index *shape /* no table: made on the device */,
+                             int found /* levels is what create found */);
 int roc_eval_cuda_add_rows(roc_eval_cuda *backend, roc_counts *counts, int64_t begin,
                            int64_t end);
 int roc_eval_cuda_fetch(roc_eval_cuda *backend, roc_counts *counts);

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 namespace roc_gpu {
 
@@ -118,7 +118,7 @@ cudaError_t launch_inverse_norms(cudaStream_t stream, const float *x, int64_t n,
  * count's buffers use. */
 cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float *feat_q,
                           const float *feat_g, int64_t n_query, int64_t n_gallery, int64_t dim,
-                          int similarity, int64_t step_rows)
+                          int similarity, int64_t step_rows, size_t gallery_bytes)
 {
     f.dim = dim;
     f.k_pad = round_up(dim, FeatureTile::kSliceK);
@@ -126,7 +126,7 @@ cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float
     FeatureSide *sides[2] = {&f.q, &f.g};
     const float *x[2] = {feat_q, feat_g};
     const int64_t n[2] = {n_query, n_gallery};
-    const size_t bytes[2] = {gallery_chunk_bytes() / 2, gallery_chunk_bytes()};
+    const size_t bytes[2] = {gallery_bytes / 2, gallery_bytes};
     const bool one_set = feat_q == feat_g && n_query == n_gallery;
     for (int side = 0; side < 2; side++) {
         FeatureSide &to = *sides[side];

@@ -29,9 +29,8 @@ extern "C" {
 #include "../ext_check.h"
 }
 #include "ext_cuda.cuh"
-#include "roc_eval_kernel.h"
+#include "roc_eval_plan.cuh"
 #include "roc_scores.cuh"
-#include "roc_tiles.cuh"
 
 namespace roc_gpu {
 
@@ -110,10 +109,22 @@ struct StoredTiles {
 
 struct roc_eval_cuda {
     roc_source src;
+    /* the plan (roc_eval_plan.cu): the source and policy, fixed at create; the
+     * tuning variables, read at create; how exact mode counts, decided when
+     * the levels are set and after the probe */
+    roc_gpu::Source source = roc_gpu::Source::kScoreMatrix;
+    int policy = roc_count::kExact;
+    roc_gpu::Tuning tuning;
+    roc_gpu::Strategy strategy = roc_gpu::Strategy::kDirect;
+    bool probe = false, shared_gaps = false, shared_bins = false;
     ExtDeviceArena arena; /* before every buffer: released after them */
     roc_gpu::FeatureOperands features; /* the feature pass's operands, prepared by block */
-    /* exact: levels, index, counters */
+    /* exact: levels, index, counters; the levels create found, on the device
+     * until set_levels takes them, and the host's copy of the levels set (the
+     * caller's, alive until the next set_levels) */
     int64_t n_levels = 0;
+    roc_gpu::Buffer<uint32_t> found_levels;
+    const uint32_t *host_levels = nullptr;
     roc_gpu::Buffer<uint32_t> levels, lut, block_top_key;
     roc_gpu::Buffer<unsigned long long> block_top_count;
     /* the counters, one buffer laid out as the host's (roc_counts_alloc), so
@@ -129,11 +140,6 @@ struct roc_eval_cuda {
      * the ranges the keys are partitioned by and the segments' buffer
      * (roc_partition.cu); part.n_ranges = 0 where not */
     roc_count::RangePartition part{};
-    /* exact from features with global counters: the first tiles are
-     * counted directly and their pairs choose how the rest are
-     * (choose_count): directly, with keys set aside, or by partition where
-     * may_partition */
-    bool probe_count = false, may_partition = false;
     roc_gpu::Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
         range_block_used, range_reserved, range_stage_layout;
     roc_gpu::Buffer<uint2> range_stage_owner;
@@ -177,7 +183,7 @@ struct roc_eval_cuda {
     roc_gpu::Buffer<float> scaled_a, scaled_b;
 
     explicit roc_eval_cuda(const roc_source &s)
-        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena), found_levels(arena),
           lut(arena), block_top_key(arena), block_top_count(arena), counters(arena),
           range_first(arena), range_starts(arena),
           range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
@@ -209,7 +215,7 @@ namespace roc_gpu {
  * query block against a gallery chunk; a list's features scaled. */
 cudaError_t feature_setup(ExtDeviceArena &arena, FeatureOperands &f, const float *feat_q,
                           const float *feat_g, int64_t n_query, int64_t n_gallery, int64_t dim,
-                          int similarity, int64_t step_rows);
+                          int similarity, int64_t step_rows, size_t gallery_bytes);
 cudaError_t prepare_room(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end);
 cudaError_t prepare_block(const FeatureOperands &f, FeatureSide &side, int64_t begin, int64_t end,
                           cudaStream_t stream);
@@ -259,7 +265,7 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev);
 /* roc_eval_count.cu: the counters and level index for the genuine levels,
  * a pass's parameters, one pass of a count policy, the stored scores. */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
-                       const roc_level_index *shape);
+                       const roc_level_index *shape, bool found);
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys);
 cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t list_begin,
                      const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1);
@@ -269,7 +275,7 @@ cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassPara
 
 /* roc_partition.cu: the ranges of the levels and their segments, the
  * partition of stored tiles, the drain of the segments. */
-int drain_bucket_bits(int device, int range_levels);
+int drain_bucket_bits(const Tuning &tuning, int device, int range_levels);
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys);
 cudaError_t launch_partition(cudaStream_t stream, const Operands &op, const PassParams &q,
                              const float *chunk, int blocks);

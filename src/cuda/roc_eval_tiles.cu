@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 namespace roc_gpu {
 
@@ -146,12 +146,12 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev)
     const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
     const int64_t waves = 7 * first_chunk_blocks();
     q.tile_begin = 0;
-    q.tile_end = ev->src.mode == kExact
-                     ? probe_tiles(tiles)
-                     : std::min({chunk_tiles(ev->src.mode, tiles), waves, tiles});
+    q.tile_end = ev->policy == kExact
+                     ? probe_tiles(ev->tuning, tiles)
+                     : std::min({chunk_tiles(ev->tuning, ev->policy, tiles), waves, tiles});
     /* room for the chunk after it too (stored ahead after the probe): a
      * buffer allocated then took up to 0.37 ms of the host's (H100) */
-    EXT_CUDA_TRY(chunk_room(ev->chunk, std::min(chunk_tiles(kPartitioned, tiles), tiles)));
+    EXT_CUDA_TRY(chunk_room(ev->chunk, std::min(chunk_tiles(ev->tuning, kPartitioned, tiles), tiles)));
     return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "roc_count.cuh"
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 #include "roc_partition.cuh"
 
 namespace roc_gpu {
@@ -110,8 +110,6 @@ constexpr int kDrainThreads = 1024;
  * (drain_ranges' slices see to it); no more, so that a wide range's drain
  * has room for an index of 2^13 buckets */
 constexpr int kMaxDrainParts = 512;
-constexpr int kDrainBucketBitsMax = 14;
-constexpr int kDrainBucketBitsMin = 12;
 constexpr int kDrainIndexStride = 1 << kDrainBucketBitsMax; /* a range's index entries */
 
 /* The drain's shared memory for ranges of at most range_levels levels: count
@@ -451,11 +449,11 @@ const void *drain_kernel_for(int range_levels)
  * levels that leaves room for its shared memory on the device, 0 where even
  * the coarsest does not; EXT_ROC_DRAIN_BUCKET_BITS, where set, at most that
  * (the tests make it the coarsest: buckets of several levels, bisected). */
-int drain_bucket_bits(int device, int range_levels)
+int drain_bucket_bits(const Tuning &tuning, int device, int range_levels)
 {
-    const int most = int(std::min<int64_t>(
-        env_tuning("EXT_ROC_DRAIN_BUCKET_BITS", kDrainBucketBitsMin, kDrainBucketBitsMax),
-        kDrainBucketBitsMax));
+    const int most = tuning.drain_bucket_bits > 0
+                         ? int(std::min<int64_t>(tuning.drain_bucket_bits, kDrainBucketBitsMax))
+                         : kDrainBucketBitsMax;
     int optin = 0;
     cudaFuncAttributes drain{};
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
@@ -477,7 +475,7 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
     /* about two blocks a multiprocessor in all (two waves), each with at most
      * kMaxDrainParts parts; EXT_ROC_DRAIN_SLICES, where set, the blocks a
      * range (the tests make it 1, so that one block sees a range's keys) */
-    const int64_t forced = env_tuning("EXT_ROC_DRAIN_SLICES", 1, 0);
+    const int64_t forced = ev->tuning.drain_slices;
     const int even = std::min(ev->part.n_blocks,
                               std::max(1, (2 * ext_sm_count() + n_ranges - 1) / n_ranges));
     const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->part.n_blocks))
@@ -599,9 +597,10 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     cudaStream_t stream = ev->arena.stream();
     const int64_t U = ev->n_levels;
     /* EXT_ROC_RANGE_BUCKETS, for the tests: fewer buckets, crowded with levels */
-    const int64_t buckets = std::min(env_tuning("EXT_ROC_RANGE_BUCKETS", 1, kRangeBuckets),
+    const int64_t buckets = std::min(ev->tuning.range_buckets > 0 ? ev->tuning.range_buckets
+                                                                  : int64_t(kRangeBuckets),
                                      int64_t(kRangeBuckets));
-    const int most = range_levels_for(U, ev->src.device); /* can_partition's */
+    const int most = range_levels_for(ev->tuning, U, ev->src.device); /* can_partition's */
     RangeCut cut = cut_ranges(keys, U, 0.0f, most, most / 2, buckets);
     const float lo = roc_key_score(keys[0]), hi = roc_key_score(keys[U - 1]);
     const float largest = std::max(std::fabs(lo), std::fabs(hi));
@@ -621,7 +620,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
-    ev->range_keys_total = partition_keys();
+    ev->range_keys_total = partition_keys(ev->tuning);
     const void *partition = reinterpret_cast<const void *>(partition_kernel_for(cut.scale));
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
@@ -635,7 +634,8 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
     EXT_CUDA_TRY(ev->drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
     ev->range_levels = most;
-    ev->drain_bucket_bits = drain_bucket_bits(ev->src.device, most); /* can_partition: not 0 */
+    ev->drain_bucket_bits =
+        drain_bucket_bits(ev->tuning, ev->src.device, most); /* can_partition: not 0 */
     EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
     EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
     EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));

@@ -13,6 +13,11 @@
 
 namespace roc_count {
 
+/* the drain's index over a range's levels: 2^12 to 2^14 buckets, the most
+ * that its shared memory leaves room for (roc_partition.cu's drain_bucket_bits) */
+constexpr int kDrainBucketBitsMax = 14;
+constexpr int kDrainBucketBitsMin = 12;
+
 /* The partition kernel's work (roc_partition.cu): a stored tile's keys at
  * a time, held in registers, staged by range in shared memory and written to
  * the ranges' segments. For a launch each range has a run of the kStageSlots

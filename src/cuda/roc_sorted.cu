@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "roc_eval_plan.cuh"
+#include "roc_eval_state.cuh"
 
 namespace roc_gpu {
 
