@@ -124,13 +124,9 @@ int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *ind
     index->lut = ext_malloc((size_t)(index->n_buckets + 1) * sizeof(uint32_t));
     if (!index->lut)
         return EXT_ERR_NOMEM;
-    int64_t level = 0;
-    for (int64_t b = 0; b <= index->n_buckets; b++) {
-        const uint64_t start = roc_bucket_start(index->base, index->shift, b);
-        while (level < U && levels->keys[level] < start)
-            level++;
-        index->lut[b] = (uint32_t)level;
-    }
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b <= index->n_buckets; b++)
+        index->lut[b] = roc_level_index_entry(levels->keys, U, index->base, index->shift, b);
     return EXT_OK;
 }
 

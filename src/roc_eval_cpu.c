@@ -39,18 +39,17 @@ static int nomem(const roc_eval_cpu *b, const char *what)
 // ---------------------------------------------------------------------------
 // scores
 
-/* sum of squares in float64 in index order, then x * (1 / sqrt(sum)) rounded
- * to float32; the GPU does the same IEEE operations. */
+/* Each row scaled for cosine (roc_math.h), as the GPU scales it. */
 static void normalize_rows(const float *x, float *out, int64_t n, int64_t dim)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         double sum = 0.0;
         for (int64_t k = 0; k < dim; k++)
-            sum += (double)x[i * dim + k] * (double)x[i * dim + k];
-        const double inverse = 1.0 / sqrt(sum);
+            sum = roc_square_step(sum, x[i * dim + k]);
+        const double inverse = roc_inverse_norm(sum);
         for (int64_t k = 0; k < dim; k++)
-            out[i * dim + k] = (float)((double)x[i * dim + k] * inverse);
+            out[i * dim + k] = roc_cosine_value(x[i * dim + k], inverse);
     }
 }
 
@@ -59,7 +58,7 @@ static float dot_in_order(const float *a, const float *b, int64_t dim)
 {
     float acc = 0.0f;
     for (int64_t k = 0; k < dim; k++)
-        acc = fmaf(a[k], b[k], acc);
+        acc = roc_dot_step(acc, a[k], b[k]);
     return acc;
 }
 
@@ -85,7 +84,7 @@ static void score_tile(const float *feat_q, const float *feat_g, int64_t dim, in
             const float qk = q[k];
             const float *g = gT + k * TILE_COLS;
             for (int c = 0; c < TILE_COLS; c++)
-                acc[c] = fmaf(qk, g[c], acc[c]);
+                acc[c] = roc_dot_step(acc[c], qk, g[c]);
         }
         memcpy(out + r * TILE_COLS, acc, sizeof acc);
     }

@@ -6,6 +6,7 @@
 #ifndef ROC_MATH_H
 #define ROC_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -131,6 +132,62 @@ ROC_HD int64_t roc_find_level(const uint32_t *levels, const uint32_t *lut, uint3
 ROC_HD uint64_t roc_bucket_start(uint32_t base, int shift, int64_t b)
 {
     return (uint64_t)base + ((uint64_t)b << shift);
+}
+
+/*
+ * Scores from features. Every score, on the CPU and the GPU, from the tile
+ * product or one pair at a time, is the fp32 FMA chain acc = fmaf(a_k, b_k,
+ * acc) over k in index order from acc = 0 (roc_dot_step). For cosine each
+ * value is first scaled by its row's inverse norm (roc_cosine_value), which
+ * comes from the sum of the row's squares in float64, in index order
+ * (roc_square_step, roc_inverse_norm). Each step is one IEEE operation with
+ * one rounding, never contracted, so the CPU and the GPU give the same bits.
+ */
+#ifdef __CUDA_ARCH__
+#define ROC_DMUL(a, b) __dmul_rn(a, b)
+#define ROC_DADD(a, b) __dadd_rn(a, b)
+#else /* the C is built with -ffp-contract=off */
+#define ROC_DMUL(a, b) ((a) * (b))
+#define ROC_DADD(a, b) ((a) + (b))
+#endif
+
+ROC_HD float roc_dot_step(float acc, float a, float b) { return fmaf(a, b, acc); }
+
+ROC_HD double roc_square_step(double sum, float x)
+{
+    return ROC_DADD(sum, ROC_DMUL((double)x, (double)x));
+}
+
+ROC_HD double roc_inverse_norm(double square_sum)
+{
+#ifdef __CUDA_ARCH__
+    return __ddiv_rn(1.0, __dsqrt_rn(square_sum));
+#else
+    return 1.0 / sqrt(square_sum);
+#endif
+}
+
+ROC_HD float roc_cosine_value(float x, double inverse_norm)
+{
+    return (float)ROC_DMUL((double)x, inverse_norm);
+}
+
+/* Entry b of a level index (roc_find_level's lut): the first of the n sorted
+ * levels at or above bucket b's start, n where none is. The CPU and the GPU
+ * build their tables with it, an entry a thread. */
+ROC_HD uint32_t roc_level_index_entry(const uint32_t *levels, int64_t n, uint32_t base,
+                                      int shift, int64_t b)
+{
+    const uint64_t start = roc_bucket_start(base, shift, b);
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (ROC_LOAD(levels + mid) < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
 }
 
 /* Element t of an integer or bool array of ext_dtype `dtype` (a pair list's

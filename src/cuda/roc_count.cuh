@@ -137,7 +137,7 @@ template <int kMode> class Counter {
         if (key >= lowest_ && key <= highest_)
             g = int(roc_find_level(p_.levels, p_.lut, p_.lut_base, p_.lut_shift, key, &at));
         if (at) { /* rare: a pair scored exactly like a genuine level */
-            atomicAdd(&p_.at[g], 1ull);
+            count_exact(p_.at, p_.gap, p_.gap_min, g, true, 1ull, key);
             return;
         }
         if (g != run_gap_) {
@@ -397,10 +397,9 @@ template <int kMode> class Counter {
         __syncthreads();
         if (kMode == kExact && p_.shared_gaps) {
             for (int64_t g = threadIdx.x; g <= p_.n_levels; g += blockDim.x)
-                if (shared_[g]) {
-                    atomicAdd(&p_.gap[g], (unsigned long long)shared_[g]);
-                    atomicMin(&p_.gap_min[g], shared_[p_.n_levels + 1 + g]);
-                }
+                if (shared_[g])
+                    count_gap(p_.gap, p_.gap_min, g, (unsigned long long)shared_[g],
+                              shared_[p_.n_levels + 1 + g]);
         } else if (kMode == kBinned && p_.shared_bins) {
             for (int64_t b = threadIdx.x; b < p_.n_bins + 2; b += blockDim.x)
                 if (bin_counts()[b])
@@ -530,7 +529,7 @@ template <int kMode> class Counter {
             see_top(key[u]);
             const int g = int(lo[u]);
             if (at[u]) { /* rare: a pair scored exactly like a genuine level */
-                atomicAdd(&p_.at[g], 1ull);
+                count_exact(p_.at, p_.gap, p_.gap_min, g, true, 1ull, key[u]);
                 continue;
             }
             if (g != run_gap_) {
@@ -584,13 +583,10 @@ template <int kMode> class Counter {
     {
         if (run_count_ == 0)
             return;
-        if (kMode == kExact && p_.shared_gaps) {
-            atomicAdd(&shared_[run_gap_], run_count_);
-            atomicMin(&shared_[p_.n_levels + 1 + run_gap_], run_min_);
-        } else {
-            atomicAdd(&p_.gap[run_gap_], (unsigned long long)run_count_);
-            atomicMin(&p_.gap_min[run_gap_], run_min_);
-        }
+        if (kMode == kExact && p_.shared_gaps)
+            count_gap(shared_, shared_ + p_.n_levels + 1, run_gap_, run_count_, run_min_);
+        else
+            count_gap(p_.gap, p_.gap_min, run_gap_, (unsigned long long)run_count_, run_min_);
         run_count_ = 0;
         run_min_ = 0xffffffffu;
     }
@@ -636,10 +632,8 @@ template <int kMode> class Counter {
             }
             atomicAdd(&p_.totals[0], pairs);
             atomicAdd(&p_.totals[1], nan);
-            if (zero_count) {
-                atomicAdd(&p_.gap[0], zero_count);
-                atomicMin(&p_.gap_min[0], zero_min);
-            }
+            if (zero_count)
+                count_gap(p_.gap, p_.gap_min, 0, zero_count, zero_min);
             if (kCountsLevels) {
                 /* a later launch of one pass (roc_eval_count.cu's launch_pass)
                  * adds to what the block's slot holds from the earlier ones */

@@ -180,22 +180,15 @@ __global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams 
 #endif
         if (!live || lane != __ffs(peers) - 1)
             continue;
-        if (at) {
-            atomicAdd(&p.at[g], (unsigned long long)__popc(peers));
-        } else if (g < kAsideGaps) {
-            atomicAdd(&gap_count[g], uint32_t(__popc(peers)));
-            atomicMin(&gap_low[g], lowest);
-        } else {
-            atomicAdd(&p.gap[g], (unsigned long long)__popc(peers));
-            atomicMin(&p.gap_min[g], lowest);
-        }
+        if (!at && g < kAsideGaps)
+            count_gap(gap_count, gap_low, g, uint32_t(__popc(peers)), lowest);
+        else
+            count_exact(p.at, p.gap, p.gap_min, g, at, (unsigned long long)__popc(peers), lowest);
     }
     __syncthreads();
     for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
-        if (gap_count[g]) {
-            atomicAdd(&p.gap[g], (unsigned long long)gap_count[g]);
-            atomicMin(&p.gap_min[g], gap_low[g]);
-        }
+        if (gap_count[g])
+            count_gap(p.gap, p.gap_min, g, (unsigned long long)gap_count[g], gap_low[g]);
     if (threadIdx.x == 0)
         p.aside_used[blockIdx.x] = 0;
 }
@@ -214,29 +207,14 @@ __global__ void __launch_bounds__(kThreads)
     counter.end_block();
 }
 
-/* The first of n sorted levels at or above `start` (n where none is). */
-__device__ __forceinline__ int64_t first_level_from(const uint32_t *levels, int64_t n,
-                                                    uint64_t start)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = (lo + hi) >> 1;
-        if (levels[mid] < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* The level index's table: entry b is the first level at or above bucket b's
- * start (roc_level_index_build's, made here from the levels uploaded). */
+/* The level index's table (roc_math.h's roc_level_index_entry), made here
+ * from the levels on the device. */
 __global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uint32_t base,
                                    int shift, int64_t n_buckets, uint32_t *lut)
 {
     for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b <= n_buckets;
          b += int64_t(gridDim.x) * blockDim.x) {
-        lut[b] = uint32_t(first_level_from(levels, n_levels, roc_bucket_start(base, shift, b)));
+        lut[b] = roc_level_index_entry(levels, n_levels, base, shift, b);
     }
 }
 

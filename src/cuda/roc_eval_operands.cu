@@ -55,14 +55,12 @@ __global__ void __launch_bounds__(kNormThreads)
             const int cols = int(min(int64_t(32), dim - k0));
 #pragma unroll
             for (int c = 0; c < 32; c++) {
-                if (c < cols) {
-                    const double v = slice[lane][c];
-                    sum = __dadd_rn(sum, __dmul_rn(v, v));
-                }
+                if (c < cols)
+                    sum = roc_square_step(sum, slice[lane][c]);
             }
         }
         if (lane < rows)
-            inverse[r0 + lane] = __ddiv_rn(1.0, __dsqrt_rn(sum));
+            inverse[r0 + lane] = roc_inverse_norm(sum);
     }
 }
 
@@ -78,7 +76,7 @@ __global__ void prepare_kernel(const float *x, int64_t n, int64_t dim, const dou
         const int64_t i = i0 + r, k = k0 + threadIdx.x;
         float v = 0.0f;
         if (i < n && k < dim)
-            v = inverse ? float(__dmul_rn(double(x[i * dim + k]), inverse[i])) : x[i * dim + k];
+            v = inverse ? roc_cosine_value(x[i * dim + k], inverse[i]) : x[i * dim + k];
         block[r][threadIdx.x] = v;
     }
     __syncthreads();
@@ -96,7 +94,7 @@ __global__ void scale_rows_kernel(const float *x, int64_t n, int64_t dim, const 
 {
     for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * dim;
          e += int64_t(gridDim.x) * blockDim.x)
-        out[e] = float(__dmul_rn(double(x[e]), inverse[e / dim]));
+        out[e] = roc_cosine_value(x[e], inverse[e / dim]);
 }
 
 /* 1 / norm of each of the n rows of x (n, dim) into inverse. */

@@ -73,12 +73,7 @@ struct FeatureOperands {
     FeatureSide q, g;
 
     explicit FeatureOperands(ExtDeviceArena &arena) : q(arena), g(arena) {}
-    FeatureRows rows() const
-    {
-        const bool vectors = dim % 4 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0 &&
-                             reinterpret_cast<uintptr_t>(g.x) % 16 == 0;
-        return FeatureRows{q.x, g.x, q.inverse, g.inverse, dim, vectors};
-    }
+    FeatureRows rows() const { return FeatureRows{q.x, g.x, q.inverse, g.inverse, dim}; }
 };
 
 /* The tiles a feature pass's chunk holds, or will once the stream reaches

@@ -18,7 +18,7 @@
  * PipelinedTile, the feature pass's, is Tile<2> with CUTLASS's lane placement
  * and FMA order and the next k's operands loaded during this k's FMAs.
  *
- * Each score is one fmaf chain over k in order (acc = fmaf(a_k, b_k, acc),
+ * Each score is one fmaf chain over k in order (roc_math.h's roc_dot_step,
  * from 0), exactly what a sequential dot product computes; padded k adds
  * 0 * 0, which changes nothing but the sign of a zero sum.
  */
@@ -26,6 +26,8 @@
 #define ROC_GEMM_CUH
 
 #include <stdint.h>
+
+#include "../roc_math.h"
 
 namespace roc_gemm {
 
@@ -181,7 +183,7 @@ template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
                 for (int i = 0; i < 8; i++)
 #pragma unroll
                     for (int j = 0; j < kFragN; j++)
-                        acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                        acc[i][j] = roc_dot_step(acc[i][j], a[i], b[j]);
             }
         }
         wait<0>();
@@ -230,10 +232,10 @@ struct PipelinedTile : Tile<2> {
 #pragma unroll
             for (int i0 = 0; i0 < 8; i0 += 2) {
                 const int i = (j % 4) ? 8 - 2 - i0 : i0;
-                acc[i][j] = fmaf(f.a[i], f.b[j], acc[i][j]);
-                acc[i + 1][j] = fmaf(f.a[i + 1], f.b[j], acc[i + 1][j]);
-                acc[i + 1][j + 1] = fmaf(f.a[i + 1], f.b[j + 1], acc[i + 1][j + 1]);
-                acc[i][j + 1] = fmaf(f.a[i], f.b[j + 1], acc[i][j + 1]);
+                acc[i][j] = roc_dot_step(acc[i][j], f.a[i], f.b[j]);
+                acc[i + 1][j] = roc_dot_step(acc[i + 1][j], f.a[i + 1], f.b[j]);
+                acc[i + 1][j + 1] = roc_dot_step(acc[i + 1][j + 1], f.a[i + 1], f.b[j + 1]);
+                acc[i][j + 1] = roc_dot_step(acc[i][j + 1], f.a[i], f.b[j + 1]);
             }
     }
     static __device__ __forceinline__ void product(const float *__restrict__ A_T, int64_t lda,

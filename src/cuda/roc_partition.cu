@@ -355,18 +355,15 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
         for (int u = 0; u < kKeys; u++) {
             const bool counted = t0 + u * stride < share_hi;
             const uint32_t i = counted && !at[u] ? a[u] : kDrainSpare + threadIdx.x % 32;
-            atomicAdd(&count[i], 1u);
-            atomicMin(&lowest[i], key[u]);
+            count_gap(count, lowest, i, 1u, key[u]);
             if (counted && at[u])
-                atomicAdd(&d.at[first + a[u]], 1ull);
+                count_exact(d.at, d.gap, d.gap_min, first + a[u], true, 1ull, key[u]);
         }
     }
     __syncthreads();
     for (int j = threadIdx.x; j <= n_range; j += blockDim.x)
-        if (count[j]) {
-            atomicAdd(&d.gap[first + j], (unsigned long long)count[j]);
-            atomicMin(&d.gap_min[first + j], lowest[j]);
-        }
+        if (count[j])
+            count_gap(d.gap, d.gap_min, first + j, (unsigned long long)count[j], lowest[j]);
 }
 
 /* The segments for the next launch: `total` keys shared in proportion to what

@@ -197,6 +197,29 @@ __device__ __forceinline__ bool counted(const PassParams &p, int64_t i, int64_t 
     return true;
 }
 
+/* The one exact update: `count` pairs in gap g (below level g, above level
+ * g - 1), the least of their keys `least`, into a gap's count and least key:
+ * the global counters (64-bit counts) or a block's in shared memory (32-bit). */
+template <typename Count, typename Index>
+__device__ __forceinline__ void count_gap(Count *gap, uint32_t *gap_min, Index g, Count count,
+                                          uint32_t least)
+{
+    atomicAdd(&gap[g], count);
+    atomicMin(&gap_min[g], least);
+}
+
+/* ... or `count` pairs on level g (on_level), into the level's count. */
+template <typename Index>
+__device__ __forceinline__ void count_exact(unsigned long long *at, unsigned long long *gap,
+                                            uint32_t *gap_min, Index g, bool on_level,
+                                            unsigned long long count, uint32_t least)
+{
+    if (on_level)
+        atomicAdd(&at[g], count);
+    else
+        count_gap(gap, gap_min, g, count, least);
+}
+
 /* A key at or above the lowest level (at or below `highest`, the highest, or
  * above it: the top gap) into exact mode's global counters. */
 __device__ __forceinline__ void count_directly(const PassParams &p, uint32_t key,
@@ -206,12 +229,7 @@ __device__ __forceinline__ void count_directly(const PassParams &p, uint32_t key
     const int64_t g = key > highest ? p.n_levels
                                     : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift,
                                                      key, &at);
-    if (at) {
-        atomicAdd(&p.at[g], 1ull);
-    } else {
-        atomicAdd(&p.gap[g], 1ull);
-        atomicMin(&p.gap_min[g], key);
-    }
+    count_exact(p.at, p.gap, p.gap_min, g, at, 1ull, key);
 }
 
 /* (key, count) becomes the higher of it and (other_key, other_count), the

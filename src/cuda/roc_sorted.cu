@@ -87,12 +87,8 @@ __global__ void count_slots_kernel(const int64_t *slots, const RunCount *runs,
         const int64_t slot = slots[i];
         if (slot < 0)
             continue;
-        if (slot % 2) {
-            atomicAdd(&p.at[slot / 2], runs[i].count);
-        } else {
-            atomicAdd(&p.gap[slot / 2], runs[i].count);
-            atomicMin(&p.gap_min[slot / 2], runs[i].min_key);
-        }
+        count_exact(p.at, p.gap, p.gap_min, slot / 2, slot % 2 != 0, runs[i].count,
+                    runs[i].min_key);
     }
 }
 
