@@ -228,37 +228,37 @@ PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, ui
     p.row_end = row_end;
     p.same_set = ev->src.same_set;
     p.row_offset = ev->src.row_offset;
-    p.levels = ev->levels.get();
-    p.n_levels = ev->n_levels;
-    p.lut = ev->lut.get();
-    p.lut_base = ev->lut_base;
-    p.lut_shift = ev->lut_shift;
-    p.at = ev->at;
-    p.gap = ev->gap;
-    p.gap_min = ev->gap_min;
-    p.shared_gaps = ev->shared_gaps;
-    p.part = ev->part;
-    p.aside_keys = ev->aside_keys.get();
-    p.aside_used = ev->aside_used.get();
-    p.edges = ev->edges.get();
-    p.n_bins = ev->n_bins;
-    p.lo32 = ev->lo32;
-    p.scale32 = ev->scale32;
-    p.bins = ev->bins.get();
-    p.shared_bins = ev->shared_bins;
+    p.levels = ev->levels.keys.get();
+    p.n_levels = ev->levels.n;
+    p.lut = ev->levels.lut.get();
+    p.lut_base = ev->levels.lut_base;
+    p.lut_shift = ev->levels.lut_shift;
+    p.at = ev->exact.at;
+    p.gap = ev->exact.gap;
+    p.gap_min = ev->exact.gap_min;
+    p.shared_gaps = ev->plan.shared_gaps;
+    p.part = ev->partition.view;
+    p.aside_keys = ev->aside.keys.get();
+    p.aside_used = ev->aside.used.get();
+    p.edges = ev->binned.edges.get();
+    p.n_bins = ev->binned.n_bins;
+    p.lo32 = ev->binned.lo32;
+    p.scale32 = ev->binned.scale32;
+    p.bins = ev->binned.bins.get();
+    p.shared_bins = ev->plan.shared_bins;
     p.keys = keys;
     p.totals = ev->totals.get();
-    p.block_top_key = ev->block_top_key.get();
-    p.block_top_count = ev->block_top_count.get();
+    p.block_top_key = ev->exact.block_top_key.get();
+    p.block_top_count = ev->exact.block_top_count.get();
     return p;
 }
 
 /* The blocks' top keys of a pass merged into the running top (merge_top_kernel). */
 cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks)
 {
-    merge_top_kernel<<<1, 32, 0, ev->arena.stream()>>>(ev->block_top_key.get(),
-                                                       ev->block_top_count.get(), n_blocks,
-                                                       ev->top_key, ev->top_count);
+    merge_top_kernel<<<1, 32, 0, ev->arena.stream()>>>(ev->exact.block_top_key.get(),
+                                                       ev->exact.block_top_count.get(), n_blocks,
+                                                       ev->exact.top_key, ev->exact.top_count);
     return cudaGetLastError();
 }
 
@@ -300,13 +300,13 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
                         const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
 {
     const roc_source &s = ev->src;
-    const bool features = ev->source == Source::kFeatures;
-    const bool listed = ev->source == Source::kListFeatures;
+    const bool features = ev->plan.source == Source::kFeatures;
+    const bool listed = ev->plan.source == Source::kListFeatures;
     cudaStream_t stream = ev->arena.stream();
     const size_t shared = counter_bytes(kMode, p);
     const int threads = kThreads;
     /* kPartitioned: the partition kernel's (set_ranges); kAside: its tile kernel's, below */
-    int blocks = ev->part.n_blocks;
+    int blocks = ev->partition.view.n_blocks;
     if constexpr (kMode != kPartitioned) {
         const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
         if (kMode != kAside && !features) /* kAside: from features only */
@@ -329,31 +329,31 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted (one stored ahead as it
          * is); partitioned, each drained after it */
-        const int64_t step = std::min(chunk_tiles(ev->tuning, kMode, tiles), tiles - tile_from);
+        const int64_t step = std::min(chunk_tiles(ev->plan.tuning, kMode, tiles), tiles - tile_from);
         /* kAside: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
          * the pairs since the last time would fill a quarter of each; a
          * launch of it after every launch of the count, most of its blocks
          * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
         const size_t warps = size_t(blocks) * (kThreads / 32);
-        const uint32_t segment = kMode == kAside ? uint32_t(ev->aside_keys.size() / warps) : 0;
+        const uint32_t segment = kMode == kAside ? uint32_t(ev->aside.keys.size() / warps) : 0;
         double aside_fill = 0;
         PassParams q = p;
         for (q.tile_end = tile_from; q.tile_end < tiles;) {
             q.tile_begin = q.tile_end;
             q.tile_end = std::min(q.tile_begin + step, tiles);
-            if (ev->stored.start(*op, q) && ev->stored.tile_end < q.tile_end)
-                q.tile_end = ev->stored.tile_end;
+            if (ev->tiles.stored.start(*op, q) && ev->tiles.stored.tile_end < q.tile_end)
+                q.tile_end = ev->tiles.stored.tile_end;
             q.tile_first = tile_from;
             q.aside_segment = segment;
-            aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside_share /
+            aside_fill += double(q.tile_end - q.tile_begin) * kTilePairs * ev->aside.share /
                           double(warps);
             const bool aside_due = q.tile_end == tiles || aside_fill >= segment / 4.0;
             if (aside_due)
                 aside_fill = 0;
             EXT_CUDA_TRY(store_tiles(ev, *op, q));
             EXT_CUDA_TRY(
-                count_stored<kMode>(stream, *op, q, ev->chunk.get(), blocks, shared, aside_due));
+                count_stored<kMode>(stream, *op, q, ev->tiles.chunk.get(), blocks, shared, aside_due));
             if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
@@ -361,7 +361,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     }
     if constexpr (kMode != kPartitioned && kMode != kAside) {
         if (listed)
-            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list, list_begin, p);
+            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list.pairs, list_begin, p);
         else
             score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
                 s.list ? s.score + list_begin : s.score, p);
@@ -398,57 +398,57 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
 {
     cudaStream_t stream = ev->arena.stream();
     EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
-    if (ev->policy == kBinned) {
-        EXT_CUDA_TRY(ev->bins.allocate(ev->n_bins + 2));
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->bins.get(), 0,
-                                     (ev->n_bins + 2) * sizeof(unsigned long long), stream));
+    if (ev->plan.policy == kBinned) {
+        EXT_CUDA_TRY(ev->binned.bins.allocate(ev->binned.n_bins + 2));
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->binned.bins.get(), 0,
+                                     (ev->binned.n_bins + 2) * sizeof(unsigned long long), stream));
     }
-    if (ev->policy != kExact) {
-        ev->found_levels.release();
+    if (ev->plan.policy != kExact) {
+        ev->levels.found.release();
         plan_count(ev, nullptr);
         return cudaStreamSynchronize(stream);
     }
     const int64_t U = levels->n_levels;
-    ev->n_levels = U;
-    ev->host_levels = levels->keys;
-    ev->lut_base = shape->base;
-    ev->lut_shift = shape->shift;
+    ev->levels.n = U;
+    ev->levels.host = levels->keys;
+    ev->levels.lut_base = shape->base;
+    ev->levels.lut_shift = shape->shift;
     /* the keys create found are on the device already: one process's levels
      * cross the bus once, to the host */
-    const bool on_device = found && size_t(U) == ev->found_levels.size();
+    const bool on_device = found && size_t(U) == ev->levels.found.size();
     if (on_device)
-        ev->levels = std::move(ev->found_levels);
+        ev->levels.keys = std::move(ev->levels.found);
     else
-        EXT_CUDA_TRY(ev->levels.allocate(U));
-    ev->found_levels.release();
-    EXT_CUDA_TRY(ev->lut.allocate(U ? shape->n_buckets + 1 : 0));
+        EXT_CUDA_TRY(ev->levels.keys.allocate(U));
+    ev->levels.found.release();
+    EXT_CUDA_TRY(ev->levels.lut.allocate(U ? shape->n_buckets + 1 : 0));
     const size_t n = size_t(U) + 1, words = 2 * n + (n + 1) / 2; /* at, gap, gap_min */
-    EXT_CUDA_TRY(ev->counters.allocate(words + 2));
-    ev->at = ev->counters.get();
-    ev->gap = ev->at + n;
-    ev->gap_min = reinterpret_cast<uint32_t *>(ev->at + 2 * n);
-    ev->top_count = ev->at + words;
-    ev->top_key = reinterpret_cast<uint32_t *>(ev->at + words + 1);
-    EXT_CUDA_TRY(ev->block_top_key.allocate(ev->pass_blocks));
-    EXT_CUDA_TRY(ev->block_top_count.allocate(ev->pass_blocks));
+    EXT_CUDA_TRY(ev->exact.block.allocate(words + 2));
+    ev->exact.at = ev->exact.block.get();
+    ev->exact.gap = ev->exact.at + n;
+    ev->exact.gap_min = reinterpret_cast<uint32_t *>(ev->exact.at + 2 * n);
+    ev->exact.top_count = ev->exact.at + words;
+    ev->exact.top_key = reinterpret_cast<uint32_t *>(ev->exact.at + words + 1);
+    EXT_CUDA_TRY(ev->exact.block_top_key.allocate(ev->pass_blocks));
+    EXT_CUDA_TRY(ev->exact.block_top_count.allocate(ev->pass_blocks));
     if (U) {
         if (!on_device)
-            EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.get(), levels->keys, U * sizeof(uint32_t),
+            EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.keys.get(), levels->keys, U * sizeof(uint32_t),
                                          cudaMemcpyHostToDevice, stream));
         level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
-            ev->levels.get(), U, shape->base, shape->shift, shape->n_buckets, ev->lut.get());
+            ev->levels.keys.get(), U, shape->base, shape->shift, shape->n_buckets, ev->levels.lut.get());
         EXT_CUDA_TRY(cudaGetLastError());
     }
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->counters.get(), 0, (words + 2) * sizeof(unsigned long long),
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->exact.block.get(), 0, (words + 2) * sizeof(unsigned long long),
                                  stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->gap_min, 0xff, n * sizeof(uint32_t), stream));
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->exact.gap_min, 0xff, n * sizeof(uint32_t), stream));
     /* a second call (the distributed evaluation's gathered levels) starts
      * over: no ranges of the first levels survive it */
-    ev->part = RangePartition{};
-    ev->aside_keys.release();
-    ev->aside_share = 0;
+    ev->partition.view = RangePartition{};
+    ev->aside.keys.release();
+    ev->aside.share = 0;
     plan_count(ev, nullptr);
-    if (ev->strategy == Strategy::kPartitioned)
+    if (ev->plan.strategy == Strategy::kPartitioned)
         EXT_CUDA_TRY(set_ranges(ev, levels->keys));
     /* the host arrays are copied in before the caller may free them */
     return cudaStreamSynchronize(stream);

@@ -261,7 +261,7 @@ cudaError_t find_list_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, ro
     EXT_CUDA_TRY(tally.allocate(6));
     EXT_CUDA_TRY(cudaMemsetAsync(tally.get(), 0xff, 3 * sizeof(unsigned long long), stream));
     EXT_CUDA_TRY(cudaMemsetAsync(tally.get() + 3, 0, 3 * sizeof(unsigned long long), stream));
-    check_list_kernel<<<grid_for(N), kThreads, 0, stream>>>(ev->list, N, tally.get(),
+    check_list_kernel<<<grid_for(N), kThreads, 0, stream>>>(ev->list.pairs, N, tally.get(),
                                                             tally.get() + 3);
     EXT_CUDA_TRY(cudaGetLastError());
     unsigned long long host[4];
@@ -280,7 +280,7 @@ cudaError_t find_list_genuine(roc_eval_cuda *ev, roc_genuine_levels *genuine, ro
     EXT_CUDA_TRY(nan.allocate(1));
     EXT_CUDA_TRY(cudaMemsetAsync(nan.get(), 0, sizeof(unsigned long long), stream));
     list_genuine_key_kernel<<<grid_for(N, kGenuineThreads), kGenuineThreads, 0, stream>>>(
-        ev->list, N, keys.get(), tally.get() + 4, nan.get());
+        ev->list.pairs, N, keys.get(), tally.get() + 4, nan.get());
     EXT_CUDA_TRY(cudaGetLastError());
     return levels_from_keys(ev, keys, n_pairs, nan, genuine, totals);
 }
@@ -338,8 +338,8 @@ cudaError_t levels_from_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t 
     }
     /* the distinct keys stay on the device for set_levels (stream order: the
      * copy precedes unique's free) */
-    EXT_CUDA_TRY(ev->found_levels.allocate(U));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->found_levels.get(), unique.get() + (n_nan > 0 ? 1 : 0),
+    EXT_CUDA_TRY(ev->levels.found.allocate(U));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.found.get(), unique.get() + (n_nan > 0 ? 1 : 0),
                                  U * sizeof(uint32_t), cudaMemcpyDeviceToDevice, stream));
     genuine->n_levels = U;
     totals->n_genuine = uint64_t(n_pairs) - n_nan;

@@ -27,21 +27,21 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
 {
     const roc_source &s = ev->src;
     cudaStream_t stream = ev->arena.stream();
-    ev->source = source_of(s);
-    ev->policy = policy_of(s.mode);
-    ev->tuning = read_tuning();
-    if (ev->source == Source::kListScores || ev->source == Source::kListFeatures) {
+    ev->plan.source = source_of(s);
+    ev->plan.policy = policy_of(s.mode);
+    ev->plan.tuning = read_tuning();
+    if (ev->plan.source == Source::kListScores || ev->plan.source == Source::kListFeatures) {
         EXT_CUDA_TRY(prepare_list(ev));
         EXT_CUDA_TRY(find_list_genuine(ev, genuine, totals, bad));
     } else {
-        if (ev->source == Source::kFeatures) {
+        if (ev->plan.source == Source::kFeatures) {
             EXT_CUDA_TRY(feature_setup(ev->arena, ev->features, s.feat_q, s.feat_g, s.n_query,
                                        s.n_gallery, s.dim, s.similarity, s.step_rows,
-                                       gallery_chunk_bytes(ev->tuning)));
+                                       gallery_chunk_bytes(ev->plan.tuning)));
             if (s.step_rows > 0 && s.n_query > 0 && s.n_gallery > 0 &&
-                (ev->policy == kExact || ev->policy == kBinned)) {
-                EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->ahead, cudaStreamNonBlocking));
-                for (cudaEvent_t *e : {&ev->ahead_start, &ev->ahead_done})
+                (ev->plan.policy == kExact || ev->plan.policy == kBinned)) {
+                EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->tiles.ahead, cudaStreamNonBlocking));
+                for (cudaEvent_t *e : {&ev->tiles.ahead_start, &ev->tiles.ahead_done})
                     EXT_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
                 EXT_CUDA_TRY(store_first_tiles(ev));
             }
@@ -52,13 +52,13 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         return cudaSuccess;
     EXT_CUDA_TRY(ev->totals.allocate(2));
     ev->pass_blocks = ext_sm_count() * 8;
-    if (ev->policy == kBinned) {
+    if (ev->plan.policy == kBinned) {
         const roc_binned_counts &b = counts->binned;
-        ev->n_bins = b.n_bins;
-        ev->lo32 = b.lo32;
-        ev->scale32 = b.scale32;
-        EXT_CUDA_TRY(ev->edges.allocate(b.n_bins + 1));
-        EXT_CUDA_TRY(cudaMemcpyAsync(ev->edges.get(), b.edges, (b.n_bins + 1) * sizeof(float),
+        ev->binned.n_bins = b.n_bins;
+        ev->binned.lo32 = b.lo32;
+        ev->binned.scale32 = b.scale32;
+        EXT_CUDA_TRY(ev->binned.edges.allocate(b.n_bins + 1));
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->binned.edges.get(), b.edges, (b.n_bins + 1) * sizeof(float),
                                      cudaMemcpyHostToDevice, stream));
     }
     return cudaStreamSynchronize(stream);
@@ -108,10 +108,10 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     EXT_CUDA_TRY(join_ahead(ev)); /* before the operands are prepared again */
     /* a list's pairs [row_begin, row_end) are one row of a pass */
     const bool list =
-        ev->source == Source::kListScores || ev->source == Source::kListFeatures;
+        ev->plan.source == Source::kListScores || ev->plan.source == Source::kListFeatures;
     const int64_t n = list ? row_end - row_begin : (row_end - row_begin) * ev->src.n_gallery;
     Buffer<uint32_t> keys(ev->arena);
-    if (ev->policy == kCurve) {
+    if (ev->plan.policy == kCurve) {
         EXT_CUDA_TRY(keys.allocate(n));
         EXT_CUDA_TRY(cudaMemsetAsync(keys.get(), 0, n * sizeof(uint32_t),
                                      ev->arena.stream())); /* NO_KEY */
@@ -120,12 +120,12 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
                         : pass_params(ev, row_begin, row_end, keys.get());
     if (list)
         p.n_gallery = n;
-    if (ev->strategy == Strategy::kSorted)
+    if (ev->plan.strategy == Strategy::kSorted)
         return count_sorted(ev, p, ev->src.score + row_begin, n);
     auto pass = [&](const PassParams &given, const Operands *op) -> cudaError_t {
         PassParams q = given;
         int64_t tile_from = 0;
-        if (ev->probe && op) {
+        if (ev->plan.probe && op) {
             /* probe_tiles' chunk (the first one stored ahead, within the
              * IFRT size's memory) counted directly; its pairs choose how the
              * rest are, while the next chunk is stored ahead. A wave of them
@@ -133,23 +133,23 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
              * takes ~10 us a wave (the blog size, H100). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
-            tile_from = probe_tiles(ev->tuning, tiles);
+            tile_from = probe_tiles(ev->plan.tuning, tiles);
             EXT_CUDA_TRY(run_pass(ev, kExact, q, row_begin, op, 0, tile_from));
             PassParams next = q;
             next.tile_begin = tile_from;
             next.tile_end =
-                std::min(tile_from + chunk_tiles(ev->tuning, kPartitioned, tiles), tiles);
+                std::min(tile_from + chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles);
             EXT_CUDA_TRY(after_probe(ev, *op, next));
             if (tile_from == tiles)
                 return cudaSuccess;
         }
         /* after_probe may have set these up since `p` */
-        q.part = ev->part;
-        q.aside_keys = ev->aside_keys.get();
-        q.aside_used = ev->aside_used.get();
+        q.part = ev->partition.view;
+        q.aside_keys = ev->aside.keys.get();
+        q.aside_used = ev->aside.used.get();
         return run_pass(ev, pass_policy(ev), q, row_begin, op, tile_from);
     };
-    if (ev->source == Source::kFeatures) {
+    if (ev->plan.source == Source::kFeatures) {
         EXT_CUDA_TRY(over_feature_blocks(
             ev->arena, ev->features, row_begin, row_end,
             [&](const Operands &op, int64_t begin, int64_t end) {
@@ -163,7 +163,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     } else {
         EXT_CUDA_TRY(pass(p, nullptr));
     }
-    return ev->policy == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
+    return ev->plan.policy == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
@@ -174,40 +174,40 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     unsigned long long host_totals[2] = {0, 0};
     EXT_CUDA_TRY(cudaMemcpyAsync(host_totals, ev->totals.get(), sizeof host_totals,
                                  cudaMemcpyDeviceToHost, stream));
-    const int64_t U = ev->n_levels;
+    const int64_t U = ev->levels.n;
     roc_exact_counts *exact = &counts->exact;
     unsigned long long top[2] = {0, 0}; /* top_count, then top_key's word */
-    if (ev->policy == kExact && U > 0) {
+    if (ev->plan.policy == kExact && U > 0) {
         /* at, gap and gap_min at once: the host's are one block laid out as
-         * ev->counters (roc_counts_alloc) */
+         * ev->exact.block (roc_counts_alloc) */
         const size_t n = size_t(U) + 1;
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->at, n * (2 * sizeof(uint64_t) + sizeof(uint32_t)),
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->exact.at, n * (2 * sizeof(uint64_t) + sizeof(uint32_t)),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->top_count, sizeof top, cudaMemcpyDeviceToHost,
+        EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->exact.top_count, sizeof top, cudaMemcpyDeviceToHost,
                                      stream));
-    } else if (ev->policy == kBinned) {
+    } else if (ev->plan.policy == kBinned) {
         roc_binned_counts *binned = &counts->binned;
-        std::vector<unsigned long long> bins(ev->n_bins + 2);
-        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->bins.get(), bins.size() * sizeof(bins[0]),
+        std::vector<unsigned long long> bins(ev->binned.n_bins + 2);
+        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->binned.bins.get(), bins.size() * sizeof(bins[0]),
                                      cudaMemcpyDeviceToHost, stream));
         EXT_CUDA_TRY(cudaStreamSynchronize(stream));
         binned->below = bins[0];
-        for (int64_t b = 0; b < ev->n_bins; b++)
+        for (int64_t b = 0; b < ev->binned.n_bins; b++)
             binned->all[b] = bins[b + 1];
-        binned->above = bins[ev->n_bins + 1];
-    } else if (ev->policy == kCurve) {
+        binned->above = bins[ev->binned.n_bins + 1];
+    } else if (ev->plan.policy == kCurve) {
         roc_key_counts *keys = &counts->keys;
-        uint32_t *host_keys = static_cast<uint32_t *>(ext_malloc(ev->n_acc * 4));
-        uint64_t *host_counts = static_cast<uint64_t *>(ext_malloc(ev->n_acc * 8));
+        uint32_t *host_keys = static_cast<uint32_t *>(ext_malloc(ev->curve.n * 4));
+        uint64_t *host_counts = static_cast<uint64_t *>(ext_malloc(ev->curve.n * 8));
         if (!host_keys || !host_counts) {
             free(host_keys);
             free(host_counts);
             return cudaErrorMemoryAllocation;
         }
-        EXT_CUDA_TRY(cudaMemcpyAsync(host_keys, ev->acc_keys.get(), ev->n_acc * sizeof(uint32_t),
+        EXT_CUDA_TRY(cudaMemcpyAsync(host_keys, ev->curve.keys.get(), ev->curve.n * sizeof(uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(host_counts, ev->acc_counts.get(),
-                                     ev->n_acc * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+        EXT_CUDA_TRY(cudaMemcpyAsync(host_counts, ev->curve.counts.get(),
+                                     ev->curve.n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                      stream));
         cudaError_t err = cudaStreamSynchronize(stream);
         if (err != cudaSuccess) {
@@ -216,19 +216,19 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
             return err;
         }
         /* NaN and skipped pairs carried NO_KEY, the lowest key: drop its run */
-        const int64_t skip = ev->n_acc > 0 && host_keys[0] == ROC_NO_KEY ? 1 : 0;
-        memmove(host_keys, host_keys + skip, (ev->n_acc - skip) * sizeof(uint32_t));
-        memmove(host_counts, host_counts + skip, (ev->n_acc - skip) * sizeof(uint64_t));
+        const int64_t skip = ev->curve.n > 0 && host_keys[0] == ROC_NO_KEY ? 1 : 0;
+        memmove(host_keys, host_keys + skip, (ev->curve.n - skip) * sizeof(uint32_t));
+        memmove(host_counts, host_counts + skip, (ev->curve.n - skip) * sizeof(uint64_t));
         free(keys->keys);
         free(keys->counts);
-        *keys = roc_key_counts{ev->n_acc - skip, host_keys, host_counts};
+        *keys = roc_key_counts{ev->curve.n - skip, host_keys, host_counts};
     }
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     counts->totals.n_pairs = host_totals[0];
     counts->totals.n_nan = host_totals[1];
-    if (ev->policy == kExact && U > 0) {
+    if (ev->plan.policy == kExact && U > 0) {
         exact->top_count = top[0];
-        memcpy(&exact->top_key, &top[1], sizeof exact->top_key); /* ev->top_key's bytes */
+        memcpy(&exact->top_key, &top[1], sizeof exact->top_key); /* ev->exact.top_key's bytes */
     }
     return cudaSuccess;
 }

@@ -194,7 +194,7 @@ Operands block_operands(const FeatureOperands &f, int64_t qa, int64_t qb, int64_
 cudaError_t prepare_list(roc_eval_cuda *ev)
 {
     const roc_source &s = ev->src;
-    PairList &list = ev->list;
+    PairList &list = ev->list.pairs;
     list = PairList{s.genuine, s.index_a, s.index_b, s.genuine_dtype, s.index_dtype,
                     s.score, s.feat_q, s.feat_g, s.dim, s.n_a, s.n_gallery};
     if (!s.feat_q || s.similarity != ROC_COSINE)
@@ -203,7 +203,7 @@ cudaError_t prepare_list(roc_eval_cuda *ev)
     const bool shared = s.feat_q == s.feat_g && s.n_a == s.n_gallery;
     const int64_t n_rows[2] = {s.n_a, s.n_gallery};
     const float *rows[2] = {s.feat_q, s.feat_g};
-    Buffer<float> *scaled[2] = {&ev->scaled_a, &ev->scaled_b};
+    Buffer<float> *scaled[2] = {&ev->list.scaled_a, &ev->list.scaled_b};
     for (int side = 0; side < (shared ? 1 : 2); side++) {
         const int64_t n = n_rows[side];
         Buffer<double> inverse(arena);
@@ -214,8 +214,8 @@ cudaError_t prepare_list(roc_eval_cuda *ev)
             rows[side], n, s.dim, inverse.get(), scaled[side]->get());
         EXT_CUDA_TRY(cudaGetLastError());
     }
-    list.a = ev->scaled_a.get();
-    list.b = shared ? list.a : ev->scaled_b.get();
+    list.a = ev->list.scaled_a.get();
+    list.b = shared ? list.a : ev->list.scaled_b.get();
     return cudaSuccess;
 }
 

@@ -56,7 +56,7 @@ size_t counters_max(const roc_eval_cuda *ev)
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->src.device) !=
         cudaSuccess)
         optin = 48 * 1024;
-    const bool features = ev->source == Source::kFeatures || ev->source == Source::kListFeatures;
+    const bool features = ev->plan.source == Source::kFeatures || ev->plan.source == Source::kListFeatures;
     const size_t room = size_t(optin) > kStaticSharedMargin ? size_t(optin) - kStaticSharedMargin
                                                             : 0;
     return std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
@@ -78,11 +78,11 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->src.device) !=
         cudaSuccess)
         optin = 0;
-    const int range_levels = range_levels_for(ev->tuning, n_levels, ev->src.device);
-    return ev->policy == kExact && ev->source == Source::kFeatures &&
+    const int range_levels = range_levels_for(ev->plan.tuning, n_levels, ev->src.device);
+    return ev->plan.policy == kExact && ev->plan.source == Source::kFeatures &&
            !gaps_fit_shared(ev, n_levels) && n_levels <= int64_t(kMaxRanges) * range_levels &&
            RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
-           drain_bucket_bits(ev->tuning, ev->src.device, range_levels) > 0;
+           drain_bucket_bits(ev->plan.tuning, ev->src.device, range_levels) > 0;
 }
 
 } // namespace
@@ -138,40 +138,40 @@ int policy_of(int roc_mode)
  */
 void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe)
 {
-    const int64_t U = ev->n_levels;
-    const Steer steer = ev->tuning.steer;
-    ev->probe = false;
-    ev->strategy = Strategy::kDirect;
-    ev->shared_gaps = gaps_fit_shared(ev, U);
-    ev->shared_bins = shared_bins_bytes(ev->n_bins) <= counters_max(ev);
-    if (ev->policy != kExact || U == 0)
+    const int64_t U = ev->levels.n;
+    const Steer steer = ev->plan.tuning.steer;
+    ev->plan.probe = false;
+    ev->plan.strategy = Strategy::kDirect;
+    ev->plan.shared_gaps = gaps_fit_shared(ev, U);
+    ev->plan.shared_bins = shared_bins_bytes(ev->binned.n_bins) <= counters_max(ev);
+    if (ev->plan.policy != kExact || U == 0)
         return;
-    if (ev->source == Source::kListScores) {
+    if (ev->plan.source == Source::kListScores) {
         if (U > kSortedLevels || steer == Steer::kSorted)
-            ev->strategy = Strategy::kSorted;
+            ev->plan.strategy = Strategy::kSorted;
         return;
     }
-    if (ev->source != Source::kFeatures || ev->shared_gaps || steer == Steer::kDirect)
+    if (ev->plan.source != Source::kFeatures || ev->plan.shared_gaps || steer == Steer::kDirect)
         return;
     if (!probe) {
         if (steer == Steer::kPartition && can_partition(ev, U))
-            ev->strategy = Strategy::kPartitioned;
+            ev->plan.strategy = Strategy::kPartitioned;
         else
-            ev->probe = true;
+            ev->plan.probe = true;
         return;
     }
     const unsigned long long scored = probe->scored, above = probe->above;
     if (steer == Steer::kAuto && can_partition(ev, U) && scored > 0 && 2 * above >= scored)
-        ev->strategy = Strategy::kPartitioned;
+        ev->plan.strategy = Strategy::kPartitioned;
     else if (above > 0 && (steer == Steer::kAside || above * 65536 >= scored))
-        ev->strategy = Strategy::kAside;
+        ev->plan.strategy = Strategy::kAside;
 }
 
 int pass_policy(const roc_eval_cuda *ev)
 {
-    if (ev->policy != kExact)
-        return ev->policy;
-    switch (ev->strategy) {
+    if (ev->plan.policy != kExact)
+        return ev->plan.policy;
+    switch (ev->plan.strategy) {
     case Strategy::kAside:
         return kAside;
     case Strategy::kPartitioned:
@@ -262,8 +262,8 @@ int64_t partition_keys(const Tuning &tuning)
  * warp's keys past its place are counted in the pass. */
 size_t aside_capacity(const roc_eval_cuda *ev)
 {
-    if (ev->tuning.aside_keys > 0)
-        return size_t(std::min(ev->tuning.aside_keys, int64_t(UINT32_MAX)));
+    if (ev->plan.tuning.aside_keys > 0)
+        return size_t(std::min(ev->plan.tuning.aside_keys, int64_t(UINT32_MAX)));
     const int64_t pairs = ev->src.n_query * ev->src.n_gallery;
     return size_t(std::max(int64_t(1), std::min(pairs, int64_t(1) << 24)));
 }
@@ -275,23 +275,23 @@ size_t aside_capacity(const roc_eval_cuda *ev)
 cudaError_t after_probe(roc_eval_cuda *ev, const Operands &op, const PassParams &next)
 {
     cudaStream_t stream = ev->arena.stream();
-    if (ev->ahead && next.tile_begin < next.tile_end)
+    if (ev->tiles.ahead && next.tile_begin < next.tile_end)
         EXT_CUDA_TRY(store_ahead(ev, op, next, false, INT64_MAX));
     unsigned long long totals[2] = {0, 0}, below = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(totals, ev->totals.get(), sizeof totals, cudaMemcpyDeviceToHost,
                                  stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->gap, sizeof below, cudaMemcpyDeviceToHost,
+    EXT_CUDA_TRY(cudaMemcpyAsync(&below, ev->exact.gap, sizeof below, cudaMemcpyDeviceToHost,
                                  stream));
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     const unsigned long long scored = totals[0] - totals[1];
     const ProbeCounts probe{scored, scored - below};
     plan_count(ev, &probe);
-    if (ev->strategy == Strategy::kPartitioned)
-        return set_ranges(ev, ev->host_levels);
-    if (ev->strategy == Strategy::kAside) {
-        ev->aside_share = double(probe.above) / double(probe.scored);
-        EXT_CUDA_TRY(ev->aside_keys.allocate(aside_capacity(ev)));
-        EXT_CUDA_TRY(ev->aside_used.allocate(size_t(ev->pass_blocks) * (kThreads / 32)));
+    if (ev->plan.strategy == Strategy::kPartitioned)
+        return set_ranges(ev, ev->levels.host);
+    if (ev->plan.strategy == Strategy::kAside) {
+        ev->aside.share = double(probe.above) / double(probe.scored);
+        EXT_CUDA_TRY(ev->aside.keys.allocate(aside_capacity(ev)));
+        EXT_CUDA_TRY(ev->aside.used.allocate(size_t(ev->pass_blocks) * (kThreads / 32)));
     }
     return cudaSuccess;
 }

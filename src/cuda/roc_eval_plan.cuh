@@ -95,8 +95,8 @@ struct ProbeCounts {
 };
 
 /* The one decision of how the pass counts, made when the levels are set
- * (probe null) and again after the probe: ev->strategy, ev->probe,
- * ev->shared_gaps and ev->shared_bins. */
+ * (probe null) and again after the probe: ev->plan.strategy, ev->plan.probe,
+ * ev->plan.shared_gaps and ev->plan.shared_bins. */
 void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe);
 /* The count policy a pass of the plan runs. */
 int pass_policy(const roc_eval_cuda *ev);

@@ -102,93 +102,112 @@ struct StoredTiles {
 // ----------------------------------------------------------------------------
 // the backend's device state
 
-struct roc_eval_cuda {
-    roc_source src;
-    /* the plan (roc_eval_plan.cu): the source and policy, fixed at create; the
-     * tuning variables, read at create; how exact mode counts, decided when
-     * the levels are set and after the probe */
-    roc_gpu::Source source = roc_gpu::Source::kScoreMatrix;
-    int policy = roc_count::kExact;
-    roc_gpu::Tuning tuning;
-    roc_gpu::Strategy strategy = roc_gpu::Strategy::kDirect;
+namespace roc_gpu {
+
+/* What the plan decided (roc_eval_plan.cu): the source and policy, fixed at
+ * create; the tuning variables, read at create; how exact mode counts, decided
+ * when the levels are set and after the probe. */
+struct Plan {
+    Source source = Source::kScoreMatrix;
+    int policy = kExact;
+    Tuning tuning;
+    Strategy strategy = Strategy::kDirect;
     bool probe = false, shared_gaps = false, shared_bins = false;
-    ExtDeviceArena arena; /* before every buffer: released after them */
-    roc_gpu::FeatureOperands features; /* the feature pass's operands, prepared by block */
-    /* exact: levels, index, counters; the levels create found, on the device
-     * until set_levels takes them, and the host's copy of the levels set (the
-     * caller's, alive until the next set_levels) */
-    int64_t n_levels = 0;
-    roc_gpu::Buffer<uint32_t> found_levels;
-    const uint32_t *host_levels = nullptr;
-    roc_gpu::Buffer<uint32_t> levels, lut, block_top_key;
-    roc_gpu::Buffer<unsigned long long> block_top_count;
-    /* the counters, one buffer laid out as the host's (roc_counts_alloc), so
-     * that one copy fetches them: at[U + 1], gap[U + 1], gap_min[U + 1]
-     * (32-bit), then top_count and top_key. Six copies of pageable memory
-     * took ~90 us of the blog size's 5.9 ms (H100). */
-    roc_gpu::Buffer<unsigned long long> counters;
-    unsigned long long *at = nullptr, *gap = nullptr, *top_count = nullptr;
-    uint32_t *gap_min = nullptr, *top_key = nullptr;
+};
+
+/* The genuine levels (exact mode) and their index on the device; the keys
+ * create found, until set_levels takes them; the host's copy of the levels set
+ * (the caller's, alive until the next set_levels). */
+struct Levels {
+    int64_t n = 0;
+    Buffer<uint32_t> keys, found, lut;
+    const uint32_t *host = nullptr;
     uint32_t lut_base = 0;
     int lut_shift = 0;
-    /* exact from features with more levels than a block's shared counters:
-     * the ranges the keys are partitioned by and the segments' buffer
-     * (roc_partition.cu); part.n_ranges = 0 where not */
-    roc_count::RangePartition part{};
-    roc_gpu::Buffer<uint32_t> range_first, range_starts, range_keys, range_offset, range_capacity,
-        range_block_used, range_reserved, range_stage_layout;
-    roc_gpu::Buffer<uint2> range_stage_owner;
-    roc_gpu::Buffer<uint16_t> range_index;
-    roc_gpu::Buffer<uint32_t> drain_index; /* drain_index_kernel's, drain_bucket_bits' */
+
+    explicit Levels(ExtDeviceArena &arena) : keys(arena), found(arena), lut(arena) {}
+};
+
+/* Exact mode's counters, one buffer laid out as the host's (roc_counts_alloc)
+ * so that one copy fetches them: at[U + 1], gap[U + 1], gap_min[U + 1]
+ * (32-bit), then top_count and top_key; and each pass block's top key. */
+struct ExactCounters {
+    Buffer<unsigned long long> block, block_top_count;
+    Buffer<uint32_t> block_top_key;
+    unsigned long long *at = nullptr, *gap = nullptr, *top_count = nullptr;
+    uint32_t *gap_min = nullptr, *top_key = nullptr;
+
+    explicit ExactCounters(ExtDeviceArena &arena)
+        : block(arena), block_top_count(arena), block_top_key(arena)
+    {
+    }
+};
+
+/* The partitioned count (roc_partition.cu): the ranges of the levels, the
+ * segments' buffer and the drain's index; view.n_ranges = 0 where not. */
+struct Partition {
+    RangePartition view{};
+    Buffer<uint32_t> first, starts, keys, offset, capacity, block_used, reserved, stage_layout,
+        drain_index;
+    Buffer<uint2> stage_owner;
+    Buffer<uint16_t> index;
     int drain_bucket_bits = 0;
-    int range_levels = roc_count::kRangeLevels; /* the most a range holds (range_levels_for) */
-    int64_t range_keys_total = 0;
-    /* exact from features with global counters: the keys the pass sets aside
-     * (roc_count.cuh), while not partitioned, and each warp's count of them;
-     * the share of the probe's pairs at or above the lowest level */
-    roc_gpu::Buffer<uint32_t> aside_keys, aside_used;
-    double aside_share = 0;
-    /* binned */
-    roc_gpu::Buffer<float> edges;
-    roc_gpu::Buffer<unsigned long long> bins;
+    int range_levels = kRangeLevels; /* the most a range holds (range_levels_for) */
+    int64_t keys_total = 0;
+
+    explicit Partition(ExtDeviceArena &arena)
+        : first(arena), starts(arena), keys(arena), offset(arena), capacity(arena),
+          block_used(arena), reserved(arena), stage_layout(arena), drain_index(arena),
+          stage_owner(arena), index(arena)
+    {
+    }
+};
+
+/* The keys the exact feature pass sets aside (roc_count.cuh's set_aside),
+ * each warp's count of them, and the probe's share of pairs at or above the
+ * lowest level. */
+struct Aside {
+    Buffer<uint32_t> keys, used;
+    double share = 0;
+
+    explicit Aside(ExtDeviceArena &arena) : keys(arena), used(arena) {}
+};
+
+/* Binned mode: numpy.histogram's edges, and below, the bins, above. */
+struct Binned {
+    Buffer<float> edges;
+    Buffer<unsigned long long> bins;
     int64_t n_bins = 0;
     float lo32 = 0, scale32 = 0;
-    /* curve: the distinct keys so far */
-    roc_gpu::Buffer<uint32_t> acc_keys;
-    roc_gpu::Buffer<unsigned long long> acc_counts;
-    int64_t n_acc = 0;
-    /* the feature pass's chunk of stored tiles (tile_kernel), and which */
-    roc_gpu::Buffer<float> chunk;
-    roc_gpu::StoredTiles stored{};
-    /* exact and binned from features, where the caller said the rows of its
-     * add_rows calls (src.step_rows): tiles stored ahead on a stream of their
-     * own, from ahead_start on the evaluator's stream, until ahead_done
-     * (pending until the evaluator's stream waits for it): the first call's
-     * first chunk, beside the genuine pairs' kernels and the host's work up to
-     * that call; the chunk after the probe, while the host reads it. On one
-     * stream the GPU waited for those ~0.4 ms of the blog size's 5.8 (H100). */
+
+    explicit Binned(ExtDeviceArena &arena) : edges(arena), bins(arena) {}
+};
+
+/* Curve mode: the distinct keys so far and their counts. */
+struct Curve {
+    Buffer<uint32_t> keys;
+    Buffer<unsigned long long> counts;
+    int64_t n = 0;
+
+    explicit Curve(ExtDeviceArena &arena) : keys(arena), counts(arena) {}
+};
+
+/* The feature pass's chunk of stored tiles (tile_kernel) and which they are;
+ * exact and binned from features, where the caller said the rows of its
+ * add_rows calls (src.step_rows), tiles stored ahead on a stream of their own,
+ * from ahead_start on the evaluator's stream until ahead_done (pending until
+ * the evaluator's stream waits for it): the first call's first chunk, beside
+ * the genuine pairs' kernels and the host's work up to that call, and the
+ * chunk after the probe, while the host reads the probe's counts. */
+struct Tiles {
+    Buffer<float> chunk;
+    StoredTiles stored{};
     cudaStream_t ahead = nullptr;
     cudaEvent_t ahead_start = nullptr, ahead_done = nullptr;
     bool ahead_pending = false;
-    /* pairs, NaN pairs */
-    roc_gpu::Buffer<unsigned long long> totals;
-    int pass_blocks = 0;
-    /* a list of pairs, and its features scaled for cosine */
-    roc_gpu::PairList list{};
-    roc_gpu::Buffer<float> scaled_a, scaled_b;
 
-    explicit roc_eval_cuda(const roc_source &s)
-        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena), found_levels(arena),
-          lut(arena), block_top_key(arena), block_top_count(arena), counters(arena),
-          range_first(arena), range_starts(arena),
-          range_keys(arena), range_offset(arena), range_capacity(arena), range_block_used(arena),
-          range_reserved(arena), range_stage_layout(arena), range_stage_owner(arena),
-          range_index(arena), drain_index(arena), aside_keys(arena),
-          aside_used(arena), edges(arena), bins(arena), acc_keys(arena),
-          acc_counts(arena), chunk(arena), totals(arena), scaled_a(arena), scaled_b(arena)
-    {
-    }
-    ~roc_eval_cuda() /* before the buffers go: the tiles stored ahead are written */
+    explicit Tiles(ExtDeviceArena &arena) : chunk(arena) {}
+    ~Tiles() /* before the chunk goes: the tiles stored ahead are written */
     {
         if (ahead) {
             cudaStreamSynchronize(ahead);
@@ -197,6 +216,40 @@ struct roc_eval_cuda {
         for (cudaEvent_t e : {ahead_start, ahead_done})
             if (e)
                 cudaEventDestroy(e);
+    }
+};
+
+/* A list of pairs as its kernels read it, and its features scaled for cosine. */
+struct ListPairs {
+    PairList pairs{};
+    Buffer<float> scaled_a, scaled_b;
+
+    explicit ListPairs(ExtDeviceArena &arena) : scaled_a(arena), scaled_b(arena) {}
+};
+
+} // namespace roc_gpu
+
+struct roc_eval_cuda {
+    roc_source src;
+    roc_gpu::Plan plan;
+    ExtDeviceArena arena; /* before every buffer: released after them */
+    roc_gpu::FeatureOperands features; /* the feature pass's operands, prepared by block */
+    roc_gpu::Levels levels;
+    roc_gpu::ExactCounters exact;
+    roc_gpu::Partition partition;
+    roc_gpu::Aside aside;
+    roc_gpu::Binned binned;
+    roc_gpu::Curve curve;
+    roc_gpu::Tiles tiles;
+    roc_gpu::ListPairs list;
+    roc_gpu::Buffer<unsigned long long> totals; /* pairs, NaN pairs */
+    int pass_blocks = 0;
+
+    explicit roc_eval_cuda(const roc_source &s)
+        : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), levels(arena),
+          exact(arena), partition(arena), aside(arena), binned(arena), curve(arena),
+          tiles(arena), list(arena), totals(arena)
+    {
     }
 };
 

@@ -80,10 +80,10 @@ cudaError_t store_tiles(cudaStream_t stream, const Operands &op, const PassParam
  * them, writes over them or over their operands). */
 cudaError_t join_ahead(roc_eval_cuda *ev)
 {
-    if (!ev->ahead_pending)
+    if (!ev->tiles.ahead_pending)
         return cudaSuccess;
-    ev->ahead_pending = false;
-    return cudaStreamWaitEvent(ev->arena.stream(), ev->ahead_done, 0);
+    ev->tiles.ahead_pending = false;
+    return cudaStreamWaitEvent(ev->arena.stream(), ev->tiles.ahead_done, 0);
 }
 
 /* The same into the evaluator's chunk, unless it holds them already (stored
@@ -91,12 +91,12 @@ cudaError_t join_ahead(roc_eval_cuda *ev)
 cudaError_t store_tiles(roc_eval_cuda *ev, const Operands &op, const PassParams &q)
 {
     EXT_CUDA_TRY(join_ahead(ev));
-    if (ev->stored.start(op, q) && ev->stored.tile_end == q.tile_end)
+    if (ev->tiles.stored.start(op, q) && ev->tiles.stored.tile_end == q.tile_end)
         return cudaSuccess;
-    ev->stored = StoredTiles{};
-    EXT_CUDA_TRY(chunk_room(ev->chunk, q.tile_end - q.tile_begin));
-    EXT_CUDA_TRY(store_tiles(ev->arena.stream(), op, q, ev->chunk.get()));
-    ev->stored = StoredTiles::of(op, q);
+    ev->tiles.stored = StoredTiles{};
+    EXT_CUDA_TRY(chunk_room(ev->tiles.chunk, q.tile_end - q.tile_begin));
+    EXT_CUDA_TRY(store_tiles(ev->arena.stream(), op, q, ev->tiles.chunk.get()));
+    ev->tiles.stored = StoredTiles::of(op, q);
     return cudaSuccess;
 }
 
@@ -110,18 +110,18 @@ cudaError_t store_ahead(roc_eval_cuda *ev, const Operands &op, const PassParams 
 {
     FeatureOperands &f = ev->features;
     EXT_CUDA_TRY(join_ahead(ev));
-    ev->stored = StoredTiles{};
-    EXT_CUDA_TRY(chunk_room(ev->chunk, q.tile_end - q.tile_begin));
-    EXT_CUDA_TRY(cudaEventRecord(ev->ahead_start, ev->arena.stream()));
-    EXT_CUDA_TRY(cudaStreamWaitEvent(ev->ahead, ev->ahead_start, 0));
+    ev->tiles.stored = StoredTiles{};
+    EXT_CUDA_TRY(chunk_room(ev->tiles.chunk, q.tile_end - q.tile_begin));
+    EXT_CUDA_TRY(cudaEventRecord(ev->tiles.ahead_start, ev->arena.stream()));
+    EXT_CUDA_TRY(cudaStreamWaitEvent(ev->tiles.ahead, ev->tiles.ahead_start, 0));
     if (first) {
-        EXT_CUDA_TRY(prepare_block(f, f.q, op.m_base, q.row_end, ev->ahead));
-        EXT_CUDA_TRY(prepare_block(f, f.g, op.n_begin, op.n_end, ev->ahead));
+        EXT_CUDA_TRY(prepare_block(f, f.q, op.m_base, q.row_end, ev->tiles.ahead));
+        EXT_CUDA_TRY(prepare_block(f, f.g, op.n_begin, op.n_end, ev->tiles.ahead));
     }
-    EXT_CUDA_TRY(store_tiles(ev->ahead, op, q, ev->chunk.get(), blocks));
-    EXT_CUDA_TRY(cudaEventRecord(ev->ahead_done, ev->ahead));
-    ev->ahead_pending = true;
-    ev->stored = StoredTiles::of(op, q);
+    EXT_CUDA_TRY(store_tiles(ev->tiles.ahead, op, q, ev->tiles.chunk.get(), blocks));
+    EXT_CUDA_TRY(cudaEventRecord(ev->tiles.ahead_done, ev->tiles.ahead));
+    ev->tiles.ahead_pending = true;
+    ev->tiles.stored = StoredTiles::of(op, q);
     return cudaSuccess;
 }
 
@@ -133,7 +133,7 @@ cudaError_t store_ahead(roc_eval_cuda *ev, const Operands &op, const PassParams 
  * mode's size made in whole waves of first_chunk_blocks. */
 cudaError_t store_first_tiles(roc_eval_cuda *ev)
 {
-    if (!ev->ahead)
+    if (!ev->tiles.ahead)
         return cudaSuccess;
     FeatureOperands &f = ev->features;
     const int64_t qb = std::min(f.q.block_rows, std::min(ev->src.n_query, ev->src.step_rows));
@@ -146,12 +146,12 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev)
     const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
     const int64_t waves = 7 * first_chunk_blocks();
     q.tile_begin = 0;
-    q.tile_end = ev->policy == kExact
-                     ? probe_tiles(ev->tuning, tiles)
-                     : std::min({chunk_tiles(ev->tuning, ev->policy, tiles), waves, tiles});
+    q.tile_end = ev->plan.policy == kExact
+                     ? probe_tiles(ev->plan.tuning, tiles)
+                     : std::min({chunk_tiles(ev->plan.tuning, ev->plan.policy, tiles), waves, tiles});
     /* room for the chunk after it too (stored ahead after the probe): a
      * buffer allocated then took up to 0.37 ms of the host's (H100) */
-    EXT_CUDA_TRY(chunk_room(ev->chunk, std::min(chunk_tiles(ev->tuning, kPartitioned, tiles), tiles)));
+    EXT_CUDA_TRY(chunk_room(ev->tiles.chunk, std::min(chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles)));
     return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 

@@ -208,7 +208,7 @@ template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int 
     }
 }
 
-/* kLevels: the most levels a range holds (ev->range_levels) */
+/* kLevels: the most levels a range holds (ev->partition.range_levels) */
 template <int kLevels>
 __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainParams d)
 {
@@ -468,33 +468,33 @@ int drain_bucket_bits(const Tuning &tuning, int device, int range_levels)
 cudaError_t drain_ranges(roc_eval_cuda *ev)
 {
     cudaStream_t stream = ev->arena.stream();
-    const int n_ranges = ev->part.n_ranges;
+    const int n_ranges = ev->partition.view.n_ranges;
     /* about two blocks a multiprocessor in all (two waves), each with at most
      * kMaxDrainParts parts; EXT_ROC_DRAIN_SLICES, where set, the blocks a
      * range (the tests make it 1, so that one block sees a range's keys) */
-    const int64_t forced = ev->tuning.drain_slices;
-    const int even = std::min(ev->part.n_blocks,
+    const int64_t forced = ev->plan.tuning.drain_slices;
+    const int even = std::min(ev->partition.view.n_blocks,
                               std::max(1, (2 * ext_sm_count() + n_ranges - 1) / n_ranges));
-    const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->part.n_blocks))
+    const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->partition.view.n_blocks))
                                            : even,
-                                (ev->part.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
-    const DrainParams d{ev->levels.get(),         ev->range_first.get(),
-                        ev->drain_index.get(),    ev->range_keys.get(),
-                        ev->range_offset.get(),   ev->range_capacity.get(),
-                        ev->range_block_used.get(), n_ranges,
-                        ev->part.n_blocks,        ev->drain_bucket_bits, ev->at,
-                        ev->gap,            ev->gap_min};
+                                (ev->partition.view.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
+    const DrainParams d{ev->levels.keys.get(),         ev->partition.first.get(),
+                        ev->partition.drain_index.get(),    ev->partition.keys.get(),
+                        ev->partition.offset.get(),   ev->partition.capacity.get(),
+                        ev->partition.block_used.get(), n_ranges,
+                        ev->partition.view.n_blocks,        ev->partition.drain_bucket_bits, ev->exact.at,
+                        ev->exact.gap,            ev->exact.gap_min};
     const dim3 grid{unsigned(slices), unsigned(n_ranges)};
-    const size_t shared = drain_shared_bytes(ev->range_levels, ev->drain_bucket_bits);
-    if (ev->range_levels > kRangeLevels)
+    const size_t shared = drain_shared_bytes(ev->partition.range_levels, ev->partition.drain_bucket_bits);
+    if (ev->partition.range_levels > kRangeLevels)
         drain_kernel<kWideRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
     else
         drain_kernel<kRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
     EXT_CUDA_TRY(cudaGetLastError());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
-        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
-        ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
-        ev->range_keys_total);
+        ev->partition.reserved.get(), ev->partition.capacity.get(), ev->partition.offset.get(),
+        ev->partition.stage_layout.get(), ev->partition.stage_owner.get(), n_ranges,
+        ev->partition.keys_total);
     return cudaGetLastError();
 }
 
@@ -592,12 +592,12 @@ RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t most,
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
 {
     cudaStream_t stream = ev->arena.stream();
-    const int64_t U = ev->n_levels;
+    const int64_t U = ev->levels.n;
     /* EXT_ROC_RANGE_BUCKETS, for the tests: fewer buckets, crowded with levels */
-    const int64_t buckets = std::min(ev->tuning.range_buckets > 0 ? ev->tuning.range_buckets
+    const int64_t buckets = std::min(ev->plan.tuning.range_buckets > 0 ? ev->plan.tuning.range_buckets
                                                                   : int64_t(kRangeBuckets),
                                      int64_t(kRangeBuckets));
-    const int most = range_levels_for(ev->tuning, U, ev->src.device); /* can_partition's */
+    const int most = range_levels_for(ev->plan.tuning, U, ev->src.device); /* can_partition's */
     RangeCut cut = cut_ranges(keys, U, 0.0f, most, most / 2, buckets);
     const float lo = roc_key_score(keys[0]), hi = roc_key_score(keys[U - 1]);
     const float largest = std::max(std::fabs(lo), std::fabs(hi));
@@ -617,7 +617,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
-    ev->range_keys_total = partition_keys(ev->tuning);
+    ev->partition.keys_total = partition_keys(ev->plan.tuning);
     const void *partition = reinterpret_cast<const void *>(partition_kernel_for(cut.scale));
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
@@ -626,55 +626,55 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                    &per_sm));
     /* each keeps a Counter, and its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
-    EXT_CUDA_TRY(ev->range_first.allocate(n_ranges + 1));
-    EXT_CUDA_TRY(ev->range_starts.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_index.allocate(kRangeBuckets + 1));
-    EXT_CUDA_TRY(ev->drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
-    ev->range_levels = most;
-    ev->drain_bucket_bits =
-        drain_bucket_bits(ev->tuning, ev->src.device, most); /* can_partition: not 0 */
-    EXT_CUDA_TRY(ev->range_keys.allocate(ev->range_keys_total));
-    EXT_CUDA_TRY(ev->range_offset.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_capacity.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_reserved.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_stage_layout.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->range_stage_owner.allocate(kStageWords));
-    EXT_CUDA_TRY(ev->range_block_used.allocate(size_t(sorter_blocks) * n_ranges));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_starts.get(), starts.data(),
+    EXT_CUDA_TRY(ev->partition.first.allocate(n_ranges + 1));
+    EXT_CUDA_TRY(ev->partition.starts.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->partition.index.allocate(kRangeBuckets + 1));
+    EXT_CUDA_TRY(ev->partition.drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
+    ev->partition.range_levels = most;
+    ev->partition.drain_bucket_bits =
+        drain_bucket_bits(ev->plan.tuning, ev->src.device, most); /* can_partition: not 0 */
+    EXT_CUDA_TRY(ev->partition.keys.allocate(ev->partition.keys_total));
+    EXT_CUDA_TRY(ev->partition.offset.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->partition.capacity.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->partition.reserved.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->partition.stage_layout.allocate(n_ranges));
+    EXT_CUDA_TRY(ev->partition.stage_owner.allocate(kStageWords));
+    EXT_CUDA_TRY(ev->partition.block_used.allocate(size_t(sorter_blocks) * n_ranges));
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.starts.get(), starts.data(),
                                  n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_first.get(), cut.first.data(),
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.first.get(), cut.first.data(),
                                  cut.first.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
                                  stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->range_index.get(), cut.index.data(),
+    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.index.get(), cut.index.data(),
                                  cut.index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice,
                                  stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->range_reserved.get(), 0, n_ranges * sizeof(uint32_t),
+    EXT_CUDA_TRY(cudaMemsetAsync(ev->partition.reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
     drain_index_kernel<<<n_ranges, kDrainThreads, 0, stream>>>(
-        ev->levels.get(), ev->range_first.get(), ev->drain_bucket_bits, ev->drain_index.get());
+        ev->levels.keys.get(), ev->partition.first.get(), ev->partition.drain_bucket_bits, ev->partition.drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
-        ev->range_reserved.get(), ev->range_capacity.get(), ev->range_offset.get(),
-        ev->range_stage_layout.get(), ev->range_stage_owner.get(), n_ranges,
-        ev->range_keys_total);
+        ev->partition.reserved.get(), ev->partition.capacity.get(), ev->partition.offset.get(),
+        ev->partition.stage_layout.get(), ev->partition.stage_owner.get(), n_ranges,
+        ev->partition.keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel_for(most),
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(drain_shared_bytes(most, ev->drain_bucket_bits))));
-    ev->part = RangePartition{n_ranges,
-                              ev->range_first.get(),
+                                      int(drain_shared_bytes(most, ev->partition.drain_bucket_bits))));
+    ev->partition.view = RangePartition{n_ranges,
+                              ev->partition.first.get(),
                               cut.scale,
                               cut.base,
                               cut.shift,
-                              ev->range_starts.get(),
-                              ev->range_index.get(),
-                              ev->range_keys.get(),
-                              ev->range_offset.get(),
-                              ev->range_capacity.get(),
+                              ev->partition.starts.get(),
+                              ev->partition.index.get(),
+                              ev->partition.keys.get(),
+                              ev->partition.offset.get(),
+                              ev->partition.capacity.get(),
                               sorter_blocks,
-                              ev->range_block_used.get(),
-                              ev->range_reserved.get(),
-                              ev->range_stage_layout.get(),
-                              ev->range_stage_owner.get()};
+                              ev->partition.block_used.get(),
+                              ev->partition.reserved.get(),
+                              ev->partition.stage_layout.get(),
+                              ev->partition.stage_owner.get()};
     /* the host vectors are copied before they go */
     return cudaStreamSynchronize(stream);
 }

@@ -109,34 +109,34 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
                                               stream);
     }));
     keys.release();
-    const int64_t total = ev->n_acc + n;
+    const int64_t total = ev->curve.n + n;
     EXT_CUDA_TRY(cat_keys.allocate(total));
     EXT_CUDA_TRY(cat_counts.allocate(total));
     EXT_CUDA_TRY(n_runs.allocate(1));
     /* the new keys' runs go after the distinct keys so far */
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
         return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(),
-                                                  cat_keys.get() + ev->n_acc,
-                                                  cat_counts.get() + ev->n_acc, n_runs.get(), n,
+                                                  cat_keys.get() + ev->curve.n,
+                                                  cat_counts.get() + ev->curve.n, n_runs.get(), n,
                                                   stream);
     }));
     sorted.release();
     int64_t new_runs = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&new_runs, n_runs.get(), sizeof new_runs,
                                  cudaMemcpyDeviceToHost, stream));
-    if (ev->n_acc) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.get(), ev->acc_keys.get(),
-                                     ev->n_acc * sizeof(uint32_t), cudaMemcpyDeviceToDevice,
+    if (ev->curve.n) {
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.get(), ev->curve.keys.get(),
+                                     ev->curve.n * sizeof(uint32_t), cudaMemcpyDeviceToDevice,
                                      stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.get(), ev->acc_counts.get(),
-                                     ev->n_acc * sizeof(unsigned long long),
+        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.get(), ev->curve.counts.get(),
+                                     ev->curve.n * sizeof(unsigned long long),
                                      cudaMemcpyDeviceToDevice, stream));
     }
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    ev->acc_keys.release();
-    ev->acc_counts.release();
-    const int64_t n_cat = ev->n_acc + new_runs;
-    ev->n_acc = 0;
+    ev->curve.keys.release();
+    ev->curve.counts.release();
+    const int64_t n_cat = ev->curve.n + new_runs;
+    ev->curve.n = 0;
     EXT_CUDA_TRY(cat_sorted.allocate(n_cat));
     EXT_CUDA_TRY(cat_counts_sorted.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
@@ -146,14 +146,14 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
     }));
     cat_keys.release();
     cat_counts.release();
-    EXT_CUDA_TRY(ev->acc_keys.allocate(n_cat));
-    EXT_CUDA_TRY(ev->acc_counts.allocate(n_cat));
+    EXT_CUDA_TRY(ev->curve.keys.allocate(n_cat));
+    EXT_CUDA_TRY(ev->curve.counts.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.get(), ev->acc_keys.get(),
-                                              cat_counts_sorted.get(), ev->acc_counts.get(),
+        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.get(), ev->curve.keys.get(),
+                                              cat_counts_sorted.get(), ev->curve.counts.get(),
                                               n_runs.get(), cuda::std::plus<>{}, n_cat, stream);
     }));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->n_acc, n_runs.get(), sizeof ev->n_acc,
+    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->curve.n, n_runs.get(), sizeof ev->curve.n,
                                  cudaMemcpyDeviceToHost, stream));
     return cudaStreamSynchronize(stream);
 }
@@ -191,7 +191,7 @@ cudaError_t count_sorted(roc_eval_cuda *ev, const PassParams &p, const float *sc
         }));
         sorted.release();
         /* block 0's top slot takes the chunk's highest key, merged like a pass's */
-        EXT_CUDA_TRY(cudaMemsetAsync(ev->block_top_count.get(), 0, sizeof(unsigned long long),
+        EXT_CUDA_TRY(cudaMemsetAsync(ev->exact.block_top_count.get(), 0, sizeof(unsigned long long),
                                      stream));
         EXT_CUDA_TRY(slots.allocate(m));
         EXT_CUDA_TRY(runs.allocate(m));
