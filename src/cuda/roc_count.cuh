@@ -28,7 +28,7 @@
  * drain counts each range's keys in shared memory. Two scattered atomics a
  * pair had made the hard count L2-bound (ncu: 77% L2 throughput), and the
  * sorting steps inside the tile pass were latency-bound at its 8 warps a
- * multiprocessor (dev/NOTES.md). A key whose segment is full is counted
+ * multiprocessor (dev/NOTES.md, partition/drain). A key whose segment is full is counted
  * directly, the old way, so the counts stay exact however the keys fall.
  *
  * In a whole tile, the pairs below the lowest level (nearly all where few
@@ -242,7 +242,7 @@ template <int kMode> class Counter {
      * result says so; the others are left to the mode's own path. Four at a
      * time, each with the run and the top kept as pair() keeps them, the
      * count of the stored tiles took 3-4x the lean count of
-     * dev/cuda/roc_gemm.cu (dev/NOTES.md). In a tile not whole (kWhole
+     * dev/cuda/roc_gemm.cu (dev/NOTES.md, direct count). In a tile not whole (kWhole
      * false), only the float4s of `counted`, whose four pairs all count, are
      * taken. */
     template <int kN, bool kWhole = true>
@@ -343,7 +343,7 @@ template <int kMode> class Counter {
      * a whole tile (`use` all ones), the usual case, without a test of it.
      * NaN, the pairs below and the least kept as counts a key: kept as bits
      * instead, the partition kernel spilled and its partition of 3.5M levels
-     * ran 8% slower (dev/NOTES.md, twentieth pass). The top is looked at only
+     * ran 8% slower (dev/NOTES.md, partition/drain). The top is looked at only
      * where the highest key could be it (as count_below does), from the
      * stored tile again (v[u] is stored at stored[u * stride]): v kept for it
      * beside the keys, the partition kernel spilled. */
@@ -438,7 +438,7 @@ template <int kMode> class Counter {
      * counts them where launch_pass finds the segments due, and after the
      * pass's last launch. Looked up here, a warp ran the lookup
      * whenever one lane had such a pair, and each broke its lane's run of
-     * gap 0 (dev/NOTES.md). A thread alone calls it: the quads left in a
+     * gap 0 (dev/NOTES.md, aside). A thread alone calls it: the quads left in a
      * tile differ from lane to lane. */
     template <int kN>
     __device__ __forceinline__ void set_aside(const uint32_t (&key)[kN], const float (&s)[kN],

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
             /* the quads left, a loop not unrolled: this kernel is bound by
              * fetching its instructions, and eight copies of the modes' paths
              * made kAside's count 2x slower and binned's 1.3x (dev/NOTES.md,
-             * thirteenth and fourteenth passes) */
+             * direct count, "The count of the stored tiles") */
 #pragma unroll 1
             for (uint32_t left = ~done & ((1u << kHalfLoads) - 1); left; left &= left - 1) {
                 const int u = __ffs(left) - 1;
@@ -329,7 +329,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         const int64_t tiles = tile_to < 0 ? feature_tiles(*op, p, &tiles_m, &tiles_n) : tile_to;
         /* chunks of tiles, each stored then counted (one stored ahead as it
          * is); partitioned, each drained after it */
-        const int64_t step = std::min(chunk_tiles(ev->plan.tuning, kMode, tiles), tiles - tile_from);
+        const int64_t step =
+            std::min(chunk_tiles(ev->plan.tuning, kMode, tiles), tiles - tile_from);
         /* kAside: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
          * the pairs since the last time would fill a quarter of each; a
@@ -352,8 +353,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             if (aside_due)
                 aside_fill = 0;
             EXT_CUDA_TRY(store_tiles(ev, *op, q));
-            EXT_CUDA_TRY(
-                count_stored<kMode>(stream, *op, q, ev->tiles.chunk.get(), blocks, shared, aside_due));
+            EXT_CUDA_TRY(count_stored<kMode>(stream, *op, q, ev->tiles.chunk.get(), blocks, shared,
+                                             aside_due));
             if (kMode == kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
@@ -361,7 +362,8 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     }
     if constexpr (kMode != kPartitioned && kMode != kAside) {
         if (listed)
-            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list.pairs, list_begin, p);
+            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list.pairs,
+                                                                         list_begin, p);
         else
             score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
                 s.list ? s.score + list_begin : s.score, p);
@@ -436,7 +438,8 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
             EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.keys.get(), levels->keys, U * sizeof(uint32_t),
                                          cudaMemcpyHostToDevice, stream));
         level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
-            ev->levels.keys.get(), U, shape->base, shape->shift, shape->n_buckets, ev->levels.lut.get());
+            ev->levels.keys.get(), U, shape->base, shape->shift, shape->n_buckets,
+            ev->levels.lut.get());
         EXT_CUDA_TRY(cudaGetLastError());
     }
     EXT_CUDA_TRY(cudaMemsetAsync(ev->exact.block.get(), 0, (words + 2) * sizeof(unsigned long long),

@@ -58,8 +58,9 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         ev->binned.lo32 = b.lo32;
         ev->binned.scale32 = b.scale32;
         EXT_CUDA_TRY(ev->binned.edges.allocate(b.n_bins + 1));
-        EXT_CUDA_TRY(cudaMemcpyAsync(ev->binned.edges.get(), b.edges, (b.n_bins + 1) * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(ev->binned.edges.get(), b.edges,
+                                     (b.n_bins + 1) * sizeof(float), cudaMemcpyHostToDevice,
+                                     stream));
     }
     return cudaStreamSynchronize(stream);
 }
@@ -181,15 +182,17 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
         /* at, gap and gap_min at once: the host's are one block laid out as
          * ev->exact.block (roc_counts_alloc) */
         const size_t n = size_t(U) + 1;
-        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->exact.at, n * (2 * sizeof(uint64_t) + sizeof(uint32_t)),
+        EXT_CUDA_TRY(cudaMemcpyAsync(exact->at, ev->exact.at,
+                                     n * (2 * sizeof(uint64_t) + sizeof(uint32_t)),
                                      cudaMemcpyDeviceToHost, stream));
         EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->exact.top_count, sizeof top, cudaMemcpyDeviceToHost,
                                      stream));
     } else if (ev->plan.policy == kBinned) {
         roc_binned_counts *binned = &counts->binned;
         std::vector<unsigned long long> bins(ev->binned.n_bins + 2);
-        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->binned.bins.get(), bins.size() * sizeof(bins[0]),
-                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->binned.bins.get(),
+                                     bins.size() * sizeof(bins[0]), cudaMemcpyDeviceToHost,
+                                     stream));
         EXT_CUDA_TRY(cudaStreamSynchronize(stream));
         binned->below = bins[0];
         for (int64_t b = 0; b < ev->binned.n_bins; b++)
@@ -204,8 +207,9 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
             free(host_counts);
             return cudaErrorMemoryAllocation;
         }
-        EXT_CUDA_TRY(cudaMemcpyAsync(host_keys, ev->curve.keys.get(), ev->curve.n * sizeof(uint32_t),
-                                     cudaMemcpyDeviceToHost, stream));
+        EXT_CUDA_TRY(cudaMemcpyAsync(host_keys, ev->curve.keys.get(),
+                                     ev->curve.n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                                     stream));
         EXT_CUDA_TRY(cudaMemcpyAsync(host_counts, ev->curve.counts.get(),
                                      ev->curve.n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                      stream));

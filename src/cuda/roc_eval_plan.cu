@@ -56,7 +56,8 @@ size_t counters_max(const roc_eval_cuda *ev)
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ev->src.device) !=
         cudaSuccess)
         optin = 48 * 1024;
-    const bool features = ev->plan.source == Source::kFeatures || ev->plan.source == Source::kListFeatures;
+    const Source source = ev->plan.source;
+    const bool features = source == Source::kFeatures || source == Source::kListFeatures;
     const size_t room = size_t(optin) > kStaticSharedMargin ? size_t(optin) - kStaticSharedMargin
                                                             : 0;
     return std::min(room, features ? kSharedCountersFeature : kSharedCountersScore);
@@ -184,7 +185,7 @@ int pass_policy(const roc_eval_cuda *ev)
 /* Tiles a launch of a `policy` feature pass over `tiles` tiles makes (and
  * stores before counting them): whole waves of tile_kernel (2 blocks a
  * multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass has more
- * than 4 such chunks to make, but for pair_scores (dev/NOTES.md, "the tile
+ * than 4 such chunks to make, but for pair_scores (dev/NOTES.md, "tile
  * product": 7 waves against 3.5 and 14 at 1e10 pairs and the blog size; the
  * partitioned count drains after each launch, a fixed cost 14 waves halve). */
 int64_t chunk_tiles(const Tuning &tuning, int policy, int64_t tiles)
@@ -220,7 +221,7 @@ int range_levels_for(const Tuning &tuning, int64_t n_levels, int device)
 
 /* The blocks of tile_kernel storing the first chunk ahead: two on all but
  * 1/16 of the multiprocessors, where the genuine pairs' kernels run beside
- * it (else they would wait for the whole chunk; dev/NOTES.md, "the tile
+ * it (else they would wait for the whole chunk; dev/NOTES.md, "tile
  * product", measured 4 to 32 left beside it). */
 int64_t first_chunk_blocks()
 {

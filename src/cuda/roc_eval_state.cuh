@@ -52,7 +52,10 @@ inline unsigned grid_for(int64_t n, int threads = kThreads)
                                                            int64_t(ext_sm_count()) * 32)));
 }
 
-inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+inline int64_t round_up(int64_t n, int64_t multiple)
+{
+    return (n + multiple - 1) / multiple * multiple;
+}
 
 /* One side of the feature pass: its raw features (row-major), their inverse
  * norms (cosine), and which of its rows, [begin, end), `prepared` holds. */

@@ -22,7 +22,8 @@ namespace {
  * the count were scheduled together (240 registers, 8 warps a
  * multiprocessor) and issued in ~71% of the slots, against ~90% for the
  * product alone; apart, the product runs within 5% of the GEMM alone and
- * the count after it (dev/NOTES.md, twelfth pass).
+ * the count after it (dev/NOTES.md, tile product, "The count out of the tile
+ * kernel: tiles stored in chunks").
  */
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     tile_kernel(const Operands op, const PassParams p, float *chunk)
@@ -148,10 +149,12 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev)
     q.tile_begin = 0;
     q.tile_end = ev->plan.policy == kExact
                      ? probe_tiles(ev->plan.tuning, tiles)
-                     : std::min({chunk_tiles(ev->plan.tuning, ev->plan.policy, tiles), waves, tiles});
+                     : std::min({chunk_tiles(ev->plan.tuning, ev->plan.policy, tiles), waves,
+                                 tiles});
     /* room for the chunk after it too (stored ahead after the probe): a
      * buffer allocated then took up to 0.37 ms of the host's (H100) */
-    EXT_CUDA_TRY(chunk_room(ev->tiles.chunk, std::min(chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles)));
+    EXT_CUDA_TRY(chunk_room(ev->tiles.chunk,
+                            std::min(chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles)));
     return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 

@@ -102,7 +102,7 @@ PartitionKernel partition_kernel_for(float scale)
  * counters into the global ones at its end. One block of 1,024 threads a
  * multiprocessor, not two of 512 (the same threads and registers): the
  * range's levels and counters once, which leaves room for an index 8 times
- * as fine (ncu, twentieth pass: the drain was bound by its shared accesses,
+ * as fine (dev/NOTES.md, partition/drain, "The drain": it was bound by its shared accesses,
  * 7.3 a key, two of them the index's and ~3.3 the bisection's).
  */
 constexpr int kDrainThreads = 1024;
@@ -165,7 +165,7 @@ __device__ int first_in_bucket(const uint32_t *level, int n, const DrainBuckets 
 
 /* Each range's drain index, once a count (set_ranges): built by every drain
  * block of every launch, bisections of its buckets took a tenth of the
- * drain's instructions (ncu, sixteenth pass). A block a range. */
+ * drain's instructions (dev/NOTES.md, partition/drain). A block a range. */
 __global__ void __launch_bounds__(kDrainThreads)
     drain_index_kernel(const uint32_t *levels, const uint32_t *first, int bucket_bits,
                        uint32_t *index)
@@ -192,7 +192,7 @@ struct DrainParams {
 
 /* src[0 .. n) to shared dst by a block of kDrainThreads, kFetch reads a
  * thread in flight at once (one at a time, each waited on L2: a tenth of the
- * drain's stalls, ncu, nineteenth pass). */
+ * drain's stalls: dev/NOTES.md, partition/drain). */
 template <typename T> __device__ void fetch_to_shared(T *dst, const T *src, int n)
 {
     constexpr int kFetch = 8;
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     /* a key equal to none lies in gap i (after level i - 1, before level i).
      * Each warp takes an even share of the block's keys, lane l its keys l,
      * l + 32, ... of the share, whatever part each is in: a warp a part in
-     * turn (ncu, twentieth pass) left a block's warps 3 parts against 2.75
+     * turn (dev/NOTES.md, partition/drain) left a block's warps 3 parts against 2.75
      * on average at 95 ranges, and a warp the parts of its share one after
      * the other left a third of its lanes idle at 428 (parts of ~265 keys,
      * three rounds of 128). kKeys keys a lane at once, each step of their
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
          * level or past the share is counted in the lane's spare slot. An
          * impostor on a level (7% of them at 3.5M levels, 1M x 65,000 hard)
          * is counted in global memory (a count of them in shared memory
-         * took longer, twenty-first pass). */
+         * took longer: dev/NOTES.md, partition/drain, "The drain"). */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
             const bool counted = t0 + u * stride < share_hi;
@@ -473,20 +473,20 @@ cudaError_t drain_ranges(roc_eval_cuda *ev)
      * kMaxDrainParts parts; EXT_ROC_DRAIN_SLICES, where set, the blocks a
      * range (the tests make it 1, so that one block sees a range's keys) */
     const int64_t forced = ev->plan.tuning.drain_slices;
-    const int even = std::min(ev->partition.view.n_blocks,
-                              std::max(1, (2 * ext_sm_count() + n_ranges - 1) / n_ranges));
-    const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, ev->partition.view.n_blocks))
-                                           : even,
-                                (ev->partition.view.n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
-    const DrainParams d{ev->levels.keys.get(),         ev->partition.first.get(),
-                        ev->partition.drain_index.get(),    ev->partition.keys.get(),
-                        ev->partition.offset.get(),   ev->partition.capacity.get(),
-                        ev->partition.block_used.get(), n_ranges,
-                        ev->partition.view.n_blocks,        ev->partition.drain_bucket_bits, ev->exact.at,
-                        ev->exact.gap,            ev->exact.gap_min};
+    const Partition &part = ev->partition;
+    const int n_blocks = part.view.n_blocks;
+    const int even =
+        std::min(n_blocks, std::max(1, (2 * ext_sm_count() + n_ranges - 1) / n_ranges));
+    const int slices = std::max(forced > 0 ? int(std::min<int64_t>(forced, n_blocks)) : even,
+                                (n_blocks + kMaxDrainParts - 1) / kMaxDrainParts);
+    const DrainParams d{ev->levels.keys.get(),  part.first.get(),    part.drain_index.get(),
+                        part.keys.get(),        part.offset.get(),   part.capacity.get(),
+                        part.block_used.get(),  n_ranges,            n_blocks,
+                        part.drain_bucket_bits, ev->exact.at,        ev->exact.gap,
+                        ev->exact.gap_min};
     const dim3 grid{unsigned(slices), unsigned(n_ranges)};
-    const size_t shared = drain_shared_bytes(ev->partition.range_levels, ev->partition.drain_bucket_bits);
-    if (ev->partition.range_levels > kRangeLevels)
+    const size_t shared = drain_shared_bytes(part.range_levels, part.drain_bucket_bits);
+    if (part.range_levels > kRangeLevels)
         drain_kernel<kWideRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
     else
         drain_kernel<kRangeLevels><<<grid, kDrainThreads, shared, stream>>>(d);
@@ -591,11 +591,12 @@ RangeCut cut_ranges(const uint32_t *keys, int64_t U, float scale, int64_t most,
  * kMaxRanges. */
 cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
 {
+    Partition &part = ev->partition;
     cudaStream_t stream = ev->arena.stream();
     const int64_t U = ev->levels.n;
     /* EXT_ROC_RANGE_BUCKETS, for the tests: fewer buckets, crowded with levels */
-    const int64_t buckets = std::min(ev->plan.tuning.range_buckets > 0 ? ev->plan.tuning.range_buckets
-                                                                  : int64_t(kRangeBuckets),
+    const int64_t asked = ev->plan.tuning.range_buckets;
+    const int64_t buckets = std::min(asked > 0 ? asked : int64_t(kRangeBuckets),
                                      int64_t(kRangeBuckets));
     const int most = range_levels_for(ev->plan.tuning, U, ev->src.device); /* can_partition's */
     RangeCut cut = cut_ranges(keys, U, 0.0f, most, most / 2, buckets);
@@ -617,7 +618,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     std::vector<uint32_t> starts(n_ranges);
     for (int r = 0; r < n_ranges; r++)
         starts[r] = keys[cut.first[r]];
-    ev->partition.keys_total = partition_keys(ev->plan.tuning);
+    part.keys_total = partition_keys(ev->plan.tuning);
     const void *partition = reinterpret_cast<const void *>(partition_kernel_for(cut.scale));
     EXT_CUDA_TRY(cudaFuncSetAttribute(partition, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(RangeSorter::kSharedBytes)));
@@ -626,55 +627,56 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
                                    &per_sm));
     /* each keeps a Counter, and its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
-    EXT_CUDA_TRY(ev->partition.first.allocate(n_ranges + 1));
-    EXT_CUDA_TRY(ev->partition.starts.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->partition.index.allocate(kRangeBuckets + 1));
-    EXT_CUDA_TRY(ev->partition.drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
-    ev->partition.range_levels = most;
-    ev->partition.drain_bucket_bits =
+    EXT_CUDA_TRY(part.first.allocate(n_ranges + 1));
+    EXT_CUDA_TRY(part.starts.allocate(n_ranges));
+    EXT_CUDA_TRY(part.index.allocate(kRangeBuckets + 1));
+    EXT_CUDA_TRY(part.drain_index.allocate(size_t(n_ranges) * kDrainIndexStride));
+    part.range_levels = most;
+    part.drain_bucket_bits =
         drain_bucket_bits(ev->plan.tuning, ev->src.device, most); /* can_partition: not 0 */
-    EXT_CUDA_TRY(ev->partition.keys.allocate(ev->partition.keys_total));
-    EXT_CUDA_TRY(ev->partition.offset.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->partition.capacity.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->partition.reserved.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->partition.stage_layout.allocate(n_ranges));
-    EXT_CUDA_TRY(ev->partition.stage_owner.allocate(kStageWords));
-    EXT_CUDA_TRY(ev->partition.block_used.allocate(size_t(sorter_blocks) * n_ranges));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.starts.get(), starts.data(),
+    EXT_CUDA_TRY(part.keys.allocate(part.keys_total));
+    EXT_CUDA_TRY(part.offset.allocate(n_ranges));
+    EXT_CUDA_TRY(part.capacity.allocate(n_ranges));
+    EXT_CUDA_TRY(part.reserved.allocate(n_ranges));
+    EXT_CUDA_TRY(part.stage_layout.allocate(n_ranges));
+    EXT_CUDA_TRY(part.stage_owner.allocate(kStageWords));
+    EXT_CUDA_TRY(part.block_used.allocate(size_t(sorter_blocks) * n_ranges));
+    EXT_CUDA_TRY(cudaMemcpyAsync(part.starts.get(), starts.data(),
                                  n_ranges * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.first.get(), cut.first.data(),
+    EXT_CUDA_TRY(cudaMemcpyAsync(part.first.get(), cut.first.data(),
                                  cut.first.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
                                  stream));
-    EXT_CUDA_TRY(cudaMemcpyAsync(ev->partition.index.get(), cut.index.data(),
+    EXT_CUDA_TRY(cudaMemcpyAsync(part.index.get(), cut.index.data(),
                                  cut.index.size() * sizeof(uint16_t), cudaMemcpyHostToDevice,
                                  stream));
-    EXT_CUDA_TRY(cudaMemsetAsync(ev->partition.reserved.get(), 0, n_ranges * sizeof(uint32_t),
+    EXT_CUDA_TRY(cudaMemsetAsync(part.reserved.get(), 0, n_ranges * sizeof(uint32_t),
                                  stream));
     drain_index_kernel<<<n_ranges, kDrainThreads, 0, stream>>>(
-        ev->levels.keys.get(), ev->partition.first.get(), ev->partition.drain_bucket_bits, ev->partition.drain_index.get());
+        ev->levels.keys.get(), part.first.get(), part.drain_bucket_bits,
+        part.drain_index.get());
     segment_kernel<<<1, kHistogram, 0, stream>>>(
-        ev->partition.reserved.get(), ev->partition.capacity.get(), ev->partition.offset.get(),
-        ev->partition.stage_layout.get(), ev->partition.stage_owner.get(), n_ranges,
-        ev->partition.keys_total);
+        part.reserved.get(), part.capacity.get(), part.offset.get(),
+        part.stage_layout.get(), part.stage_owner.get(), n_ranges,
+        part.keys_total);
     EXT_CUDA_TRY(cudaGetLastError());
     EXT_CUDA_TRY(cudaFuncSetAttribute(drain_kernel_for(most),
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(drain_shared_bytes(most, ev->partition.drain_bucket_bits))));
-    ev->partition.view = RangePartition{n_ranges,
-                              ev->partition.first.get(),
-                              cut.scale,
-                              cut.base,
-                              cut.shift,
-                              ev->partition.starts.get(),
-                              ev->partition.index.get(),
-                              ev->partition.keys.get(),
-                              ev->partition.offset.get(),
-                              ev->partition.capacity.get(),
-                              sorter_blocks,
-                              ev->partition.block_used.get(),
-                              ev->partition.reserved.get(),
-                              ev->partition.stage_layout.get(),
-                              ev->partition.stage_owner.get()};
+                                      int(drain_shared_bytes(most, part.drain_bucket_bits))));
+    part.view = RangePartition{n_ranges,
+                               part.first.get(),
+                               cut.scale,
+                               cut.base,
+                               cut.shift,
+                               part.starts.get(),
+                               part.index.get(),
+                               part.keys.get(),
+                               part.offset.get(),
+                               part.capacity.get(),
+                               sorter_blocks,
+                               part.block_used.get(),
+                               part.reserved.get(),
+                               part.stage_layout.get(),
+                               part.stage_owner.get()};
     /* the host vectors are copied before they go */
     return cudaStreamSynchronize(stream);
 }

@@ -27,7 +27,7 @@ constexpr int kDrainBucketBitsMin = 12;
  * in the block's part of the segment. Then each warp writes 32 slots at a
  * time, a lane's slot's range read off a bitmap of the runs' starts. Sorted
  * by a histogram, a scan and a scatter instead, each key was looked up three
- * times and passed four barriers (ncu, dev/NOTES.md, twentieth pass).
+ * times and passed four barriers (dev/NOTES.md, partition/drain).
  * ROC_NO_KEY (below the lowest level) is skipped. */
 class RangeSorter {
   public:
@@ -214,7 +214,7 @@ class RangeSorter {
      * clamped to the levels' span and looked up without a branch; the few
      * whose bucket a range starts inside (kAmbiguous) then bisect, behind one
      * test for all kN. A lookup had taken ~29 instructions, most of them
-     * branches around the rare cases (ncu, dev/NOTES.md, nineteenth pass). */
+     * branches around the rare cases (dev/NOTES.md, partition/drain). */
     template <bool kScoreAxis, int kN>
     __device__ __forceinline__ void histogram_slots(const uint32_t *key, int (&slot)[kN]) const
     {

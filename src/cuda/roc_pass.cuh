@@ -41,15 +41,15 @@ constexpr int kHistogram = kMaxRanges + 1;
 /* buckets even in the key, or in the score, between the lowest and the
  * highest level. A range ends where a bucket ends wherever it can, so that a
  * key's bucket names its range: where a range starts inside a bucket, the
- * bucket's keys bisect, and most warps had a lane that did (ncu, sixteenth
- * pass). Even in the key, cosine scores crowd ~1/25 of the buckets (scores of
- * tiny magnitude lie between), up to 130,000 of 3.3M levels in one; even in
- * the score, ~6,000. 8,192 buckets (16 KB) keep two partition blocks a
- * multiprocessor (dev/NOTES.md, fifteenth and sixteenth passes). */
+ * bucket's keys bisect, and most warps had a lane that did. Even in the
+ * key, cosine scores crowd ~1/25 of the buckets (scores of tiny magnitude lie
+ * between), up to 130,000 of 3.3M levels in one; even in the score, ~6,000.
+ * 8,192 buckets (16 KB) keep two partition blocks a multiprocessor
+ * (dev/NOTES.md, partition/drain, "Range sizes and the range index"). */
 constexpr int kRangeBuckets = 8192;
 constexpr int kHalfTilePairs = 64 * 128;
 /* the partition stages a stored tile's keys at once: each range's keys of
- * them are one run of stores to its segment (dev/NOTES.md) */
+ * them are one run of stores to its segment (dev/NOTES.md, partition/drain) */
 constexpr int kSortKeys = 2 * kHalfTilePairs;
 /* staging slots for a tile's keys: 10% more than a tile holds, as much as
  * leaves two partition blocks a multiprocessor (keys past their range's run
