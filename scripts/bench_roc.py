@@ -13,7 +13,7 @@ and from features, roc_curve() on a score matrix.
 
 Every time is the median of 20 runs (3 for the slow peers) timed with CUDA
 events after warm-ups, with L2 flushed before each run and the GPU kept busy
-until the call is enqueued (benchlib.cuda_event_timer: device time; a call
+until the call is enqueued (benchmarks.timing.cuda_event_timer: device time; a call
 that waits for its result, as gpu_roc does for its NaN count, pays the
 wait). Each row reports milliseconds, the ratio of each peer's time to its
 own (above 1: faster than the peer), and the fraction reached of the
@@ -33,10 +33,10 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import roc  # noqa: E402
-from benchlib import copy_gbps, cuda_event_timer, write_section  # noqa: E402
+from benchmarks.sections import write_section  # noqa: E402
+from benchmarks.timing import copy_gbps, cuda_event_timer  # noqa: E402
 
 BLOG_LIBRARY = os.path.join(ROOT, "build", "libroc_blog.so")
 
