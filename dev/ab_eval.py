@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# name: (bench_roc.py workload, its sizes, mode, calls timed)
+# name: (bench_roc.py workload's inputs, their sizes, mode, calls timed)
 WORKLOADS = {
     "blog exact": ("embeddings", (10_000, 21_000), "exact", 20),
     "blog binned": ("embeddings", (10_000, 21_000), "binned", 20),
@@ -43,14 +43,15 @@ def digest(report):
 
 
 def measure(root, names):
-    """In the child: time each workload with root's _ext (imported before
-    bench_roc.py, which puts this checkout first on sys.path)."""
+    """In the child: time each workload with root's _ext on this checkout's
+    inputs (benchmarks.roc_inputs imports no _ext, so it comes first, and
+    root then goes before this checkout on sys.path for _ext)."""
     import torch
+    sys.path.insert(0, os.path.dirname(HERE))
+    from benchmarks.roc_inputs import embeddings, scale_embeddings
     sys.path.insert(0, os.path.abspath(root))
     from _ext import roc
     assert os.path.abspath(roc.__file__).startswith(os.path.abspath(root) + os.sep)
-    sys.path.append(os.path.join(os.path.dirname(HERE), "scripts"))
-    from bench_roc import embeddings, scale_embeddings
     from profile_eval import wall
     torch.backends.cuda.matmul.allow_tf32 = False
     results, data = {}, {}

@@ -17,12 +17,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _ext import roc  # noqa: E402
+from benchmarks.roc_inputs import scale_embeddings  # noqa: E402
 
 
 def scale():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                    "scripts"))
-    from bench_roc import scale_embeddings
     for hard in (False, True):
         labels_q, feat_q, labels_g, feat_g = scale_embeddings(10_000, 21_000, 512, hard, seed=4)
         roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g)

@@ -16,6 +16,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _ext import roc  # noqa: E402
+from benchmarks.roc_inputs import scale_embeddings  # noqa: E402
+from benchmarks.roc_peers import chunked_gemm  # noqa: E402
 
 
 def wall(fn, repeat=10):
@@ -40,12 +42,7 @@ def blog_size(args):
     return labels_q, feat_q, labels_g, feat_g
 
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "scripts"))
-
-
 def scale_workload(form, args):
-    from bench_roc import scale_embeddings
     n_query, n_ids = (int(a) for a in args) if len(args) > 1 else (10_000, 650_000)
     return scale_embeddings(n_query, n_ids, 512, form == "hard", seed=4)
 
@@ -56,7 +53,6 @@ def main():
     labels_q, feat_q, labels_g, feat_g = (scale_workload(args[1], args[2:])
                                           if args[:1] == ["--scale"] else blog_size(args))
     (n_query, dim), n_gallery = feat_q.shape, feat_g.shape[0]
-    from bench_roc import chunked_gemm
     gemm = wall(chunked_gemm(feat_q, feat_g), repeat=3)
     print("%d x %d x %d: fp32 GEMM alone %.3f ms" % (n_query, n_gallery, dim, gemm))
     for mode in ("exact", "binned"):

@@ -41,9 +41,8 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchlib import write_section  # noqa: E402
+from benchmarks.sections import write_section  # noqa: E402
 
 TARGET_RATIO = 2.0
 ROC_GROUP = "legacy ROC histogram, 32 x 32 score, 1024 bins"

@@ -15,12 +15,13 @@ import sys
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# its neighbours in scripts/, the folder Python puts first on sys.path for a script
 from bench_ops_interp import bench_interp  # noqa: E402
 from bench_ops_pcl_conv import bench_pcl_conv  # noqa: E402
-from benchlib import copy_gbps, cuda_event_timer, write_section  # noqa: E402
+from benchmarks.sections import write_section  # noqa: E402
+from benchmarks.timing import copy_gbps, cuda_event_timer  # noqa: E402
 
 
 def unified(interp_rows, conv_rows):

@@ -35,12 +35,11 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import gelu, trilinear, upsample  # noqa: E402
 from _ext.trilinear.reference import trilinear_reference as seed_trilinear  # noqa: E402
-from benchlib import copy_gbps as measure_copy  # noqa: E402
-from benchlib import cuda_event_timer  # noqa: E402
+from benchmarks.timing import copy_gbps as measure_copy  # noqa: E402
+from benchmarks.timing import cuda_event_timer  # noqa: E402
 
 ISSUE_SIZES = dict(trilinear=(65_536, 256), upsample=(8, 64, 256, 256), upsample_scale=2,
                    gelu=1 << 26)

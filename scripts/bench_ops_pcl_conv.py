@@ -43,10 +43,9 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from _ext import conv, pcl  # noqa: E402
-from benchlib import copy_gbps, cuda_event_timer  # noqa: E402
+from benchmarks.timing import copy_gbps, cuda_event_timer  # noqa: E402
 
 CONV_RADII = (1, 2, 3, 5)
 CONV_CASES = (("4096 x 4096", (4096, 4096)), ("64 x 3 x 512 x 512", (64, 3, 512, 512)))

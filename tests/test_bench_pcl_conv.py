@@ -8,6 +8,8 @@ import sys
 import pytest
 import torch
 
+from cli_common import load_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_ops_pcl_conv.py")
 
@@ -21,9 +23,7 @@ def test_refuses_without_a_gpu():
 
 @pytest.mark.gpu
 def test_every_case_agrees_with_its_peer(capsys):
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import bench_ops_pcl_conv
-
+    bench_ops_pcl_conv = load_script("bench_ops_pcl_conv")
     rows = bench_ops_pcl_conv.bench_pcl_conv(bench_ops_pcl_conv.cuda_event_timer(1, 2))
     n_conv = 2 * len(bench_ops_pcl_conv.CONV_CASES) * len(bench_ops_pcl_conv.CONV_RADII)
     assert len(rows) == n_conv + 2 * len(bench_ops_pcl_conv.PCL_CASES)

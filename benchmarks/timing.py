@@ -1,9 +1,7 @@
-"""What the benchmark scripts share: CUDA-event timing with L2 flushed, the
-measured copy bandwidth they divide by, and writing a script's own section
-of BENCHMARKS.md.
+"""Timing that the benchmark scripts share: CUDA-event timing with L2
+flushed, and the measured copy bandwidth they divide by.
 """
 
-import os
 import statistics
 
 import torch
@@ -47,18 +45,3 @@ def copy_gbps(timer, device="cuda", nbytes=1 << 30):
     dst = torch.empty_like(src)
     ms = timer(lambda: dst.copy_(src))
     return 2 * nbytes / (ms * 1e6)
-
-
-def write_section(path, name, section):
-    """Replaces the section of `path` that script `name` wrote last, keeping the
-    others (each section sits between markers naming its script)."""
-    start, end = "<!-- %s start -->" % name, "<!-- %s end -->" % name
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "%s\n%s\n%s" % (start, section.rstrip("\n"), end)
-    if start in text:
-        head, rest = text.split(start, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
