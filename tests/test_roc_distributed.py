@@ -3,14 +3,13 @@
 count for count; every failure is raised on every rank, naming it."""
 
 import os
-import socket
 import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from distributed_common import launch
 
 from _ext import roc
 from _ext.roc._distributed import _shard
@@ -138,39 +137,14 @@ def errors(d, world, rank, group):
     return out
 
 
-def worker(rank, world, port, queue):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        queue.put((rank, scenarios(data(), world, rank, dist.group.WORLD)))
-    except Exception as error:  # the parent reports it
-        queue.put((rank, "%s: %s" % (type(error).__name__, error)))
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def every_scenario(rank, world):
+    return scenarios(data(), world, rank, dist.group.WORLD)
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request):
     world = request.param
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    port = free_port()
-    processes = [context.Process(target=worker, args=(r, world, port, queue))
-                 for r in range(world)]
-    for p in processes:
-        p.start()
-    results = dict(queue.get(timeout=600) for _ in processes)
-    for p in processes:
-        p.join(60)
-    for rank, result in results.items():
-        assert not isinstance(result, str), "rank %d failed: %s" % (rank, result)
-    return world, results
+    return world, launch(every_scenario, world)
 
 
 # ---------------------------------------------------------------------------
