@@ -1,7 +1,9 @@
 """Run under torchrun on a machine with 2+ GPUs (tests/test_roc_distributed.py
 does): evaluation across the ranks through NCCL, each rank on its own GPU,
-equals one GPU's evaluation of all the pairs, count for count. Prints
-"nccl equality: ok" on rank 0 when every case matched."""
+equals one GPU's evaluation of all the pairs, count for count, and a failure
+or disagreement on one rank is the same error on every rank (as with gloo,
+tests/test_roc_distributed_errors.py). Prints "nccl equality: ok" on rank 0
+when every case matched."""
 
 import os
 import sys
@@ -21,6 +23,40 @@ def same(a, b):
             np.array_equal(a.thresholds, b.thresholds) and a.auc == b.auc and
             (a.n_genuine, a.n_impostor, a.n_nan) == (b.n_genuine, b.n_impostor, b.n_nan) and
             [tuple(r) for r in a.tar_at_far] == [tuple(r) for r in b.tar_at_far])
+
+
+def shared_failures(rank, genuine, score):
+    """The cases of this rank whose error is not the one every rank must raise."""
+    def progress_dividing_by_zero(done, total):
+        return done / 0
+
+    def binned(bins):
+        acc = roc.RocAccumulator(mode="binned", bins=bins, group=True)
+        acc.update(genuine, score)
+        return acc.compute()
+
+    last = dist.get_world_size() - 1
+    cases = [
+        (lambda: roc.evaluate_pairs(genuine, score, fars=[2.0] if rank == last else [0.1],
+                                    group=True),
+         "ValueError: evaluate_pairs: rank %d: fars must lie in [0, 1], got 2.0" % last),
+        (lambda: roc.evaluate_pairs(genuine, score, progress=progress_dividing_by_zero,
+                                    chunk=1 << 20, group=True),
+         "RuntimeError: evaluate_pairs: rank 0: ZeroDivisionError: division by zero"),
+        (lambda: binned(512 if rank == last else 1024),
+         "ValueError: RocAccumulator: the ranks disagree on the option bins: rank 0 has 1024, "
+         "rank %d has 512" % last),
+    ]
+    failures = []
+    for call, want in cases:
+        try:
+            call()
+            got = "no error"
+        except Exception as error:
+            got = "%s: %s" % (type(error).__name__, error)
+        if got != want:
+            failures.append(("shared failure", got))
+    return failures
 
 
 def main():
@@ -59,6 +95,7 @@ def main():
     if not same(roc.evaluate_pairs(genuine, flat),
                 roc.evaluate_pairs(genuine[a:b], flat[a:b], group=True)):
         failures.append(("pairs",))
+    failures += shared_failures(rank, genuine[a:b], flat[a:b])
     everyone = [None] * world
     dist.all_gather_object(everyone, failures)
     if rank == 0:

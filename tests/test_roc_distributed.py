@@ -1,16 +1,15 @@
 """Evaluation across processes (torch.distributed, gloo on the CPU; NCCL on the
 2-GPU machine): every rank's report equals one process's on all the pairs,
-count for count; every failure is raised on every rank, naming it."""
+count for count. Failures and disagreements: test_roc_distributed_errors.py."""
 
 import os
-import socket
 import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from distributed_common import launch
 
 from _ext import roc
 from _ext.roc._distributed import _shard
@@ -104,73 +103,17 @@ def scenarios(d, world, rank, group):
             end = min(start + 10, b)
             acc.update(d["labels_q"][start:end], d["feat_q"][start:end])
         out[("accumulator", mode)] = summary(acc.compute())
-    out["errors"] = errors(d, world, rank, group)
     return out
 
 
-def errors(d, world, rank, group):
-    """The message every rank gets for each bad case."""
-    a, b = _shard(103, rank, world, False)
-    cases = {
-        "mode": dict(mode="exact" if rank == 0 else "binned"),
-        "dim": dict(feat_q=d["feat_q"][a:b, :12 if rank == 0 else 8],
-                    feat_g=d["feat_g"][:, :12 if rank == 0 else 8]),
-        "gallery": dict(feat_q=d["feat_q"][a:b], feat_g=d["feat_g"][:71 if rank == 0 else 70],
-                        labels_g=d["labels_g"][:71 if rank == 0 else 70]),
-        "dtype": dict(feat_q=d["feat_q"][a:b].astype(np.float64 if rank == 1 else np.float32),
-                      feat_g=d["feat_g"]),
-        "failing rank": dict(score=d["score"][a:b]),
-    }
-    out = {}
-    for name, kwargs in cases.items():
-        kwargs.setdefault("labels_g", d["labels_g"])
-        if "score" not in kwargs:
-            kwargs.setdefault("feat_q", d["feat_q"][a:b])
-            kwargs.setdefault("feat_g", d["feat_g"])
-        labels_q = d["labels_q"][a:b].astype(np.float64)
-        if name == "failing rank" and rank == world - 1:
-            labels_q[0] = np.nan  # a bad input on one rank only
-        try:
-            roc.evaluate(labels_q, group=group, **kwargs)
-            out[name] = "no error"
-        except (TypeError, ValueError, RuntimeError) as error:
-            out[name] = "%s: %s" % (type(error).__name__, error)
-    return out
-
-
-def worker(rank, world, port, queue):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        queue.put((rank, scenarios(data(), world, rank, dist.group.WORLD)))
-    except Exception as error:  # the parent reports it
-        queue.put((rank, "%s: %s" % (type(error).__name__, error)))
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def every_scenario(rank, world):
+    return scenarios(data(), world, rank, dist.group.WORLD)
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request):
     world = request.param
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    port = free_port()
-    processes = [context.Process(target=worker, args=(r, world, port, queue))
-                 for r in range(world)]
-    for p in processes:
-        p.start()
-    results = dict(queue.get(timeout=600) for _ in processes)
-    for p in processes:
-        p.join(60)
-    for rank, result in results.items():
-        assert not isinstance(result, str), "rank %d failed: %s" % (rank, result)
-    return world, results
+    return world, launch(every_scenario, world)
 
 
 # ---------------------------------------------------------------------------
@@ -226,22 +169,6 @@ def test_pairs_and_accumulator_across_ranks(ranks):
         for result in results.values():
             assert result[("pairs", mode)] == want
             assert result[("accumulator", mode)] == acc
-
-
-def test_every_rank_raises_naming_the_problem(ranks):
-    world, results = ranks
-    last = world - 1
-    for rank, result in results.items():
-        e = result["errors"]
-        assert e["mode"] == ("ValueError: evaluate: the ranks disagree on the option mode: "
-                             "rank 0 has 'exact', rank 1 has 'binned'")
-        assert e["dim"].startswith("ValueError: evaluate: the ranks disagree on the feature "
-                                   "dimension D: rank 0 has 12, rank 1 has 8")
-        assert e["gallery"].startswith("ValueError: evaluate: the ranks disagree on the gallery "
-                                       "size: rank 0 has 71, rank 1 has 70")
-        assert e["dtype"].startswith("ValueError: evaluate: the ranks disagree on the dtype")
-        assert e["failing rank"] == ("ValueError: evaluate: rank %d: labels_q contains NaN; a "
-                                     "NaN label matches nothing" % last)
 
 
 def test_group_needs_initialised_torch_distributed():

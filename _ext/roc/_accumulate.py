@@ -98,15 +98,36 @@ class RocAccumulator:
         return pair_list(FN, self.options, a, b, None, None, None, None, self.device, group)
 
     def compute(self):
-        """The RocReport of every batch so far (with a group: of every rank's)."""
+        """The RocReport of every batch so far (with a group: of every rank's).
+
+        With a group, its first step (shared by every rank, whatever its mode)
+        joins this rank's batches and agrees on what changes the result; a
+        failure there, as in any later step, is raised on every rank."""
+        session = _distributed.session(FN, self.group)
+        held = {}
+        session.step(lambda: self._prepare(session, held), gather=True)
         if self.options.mode == "exact":
-            if not self.batches and self.group is None:
-                raise ValueError("%s: compute() before any update()" % FN)
+            return finish(self._count(held["a"], held["b"], self.group), self.options)[0]
+        return self._compute_binned(session)
+
+    def _prepare(self, session, held):
+        """This rank's work before compute()'s collectives: exact mode's batches
+        joined (into `held`); returns what every rank must agree on."""
+        if not self.batches and self.bins is None and \
+                isinstance(session, _distributed.LocalSession):
+            raise ValueError("%s: compute() before any update()" % FN)
+        if self.options.mode == "exact":
             parts = self.batches or [self._empty_batch()]
-            a = _concat([p[0] for p in parts])
-            b = _concat([p[1] for p in parts])
-            return finish(self._count(a, b, self.group), self.options)[0]
-        return self._compute_binned()
+            held["a"] = _concat([p[0] for p in parts])
+            held["b"] = _concat([p[1] for p in parts])
+        options = dict(self.options.signature(),
+                       pairs="all" if self.gallery is not None else "list")
+        agreed = {"options": options}
+        if self.gallery is not None:
+            feat_g = self.gallery[1]
+            agreed.update(n_gallery=feat_g.shape[0],
+                          dim=feat_g.shape[1] if len(feat_g.shape) == 2 else None)
+        return agreed
 
     def _empty_batch(self):
         """A rank with no batches still takes part in the group's evaluation."""
@@ -115,21 +136,28 @@ class RocAccumulator:
             return (labels_g[:0], feat_g[:0])
         return (np.zeros(0, np.bool_), np.zeros(0, np.float32))
 
-    def _compute_binned(self):
-        if self.bins is None and self.group is None:
-            raise ValueError("%s: compute() before any update()" % FN)
+    def _compute_binned(self, session):
+        """The bins of every rank summarized against the genuine levels of all."""
         options = self.options
-        session = _distributed.session(FN, self.group)
-        evaluation = counts_only(FN, "binned", options.bins, options.range)
-        keys, genuine, n_nan = self.levels or (np.zeros(0, np.uint32), np.zeros(0, np.uint64), 0)
-        evaluation.set_levels(keys, genuine, n_nan)
-        session.share_levels(evaluation)
-        counts = evaluation.counts()
-        if self.bins is not None:
-            n = options.bins
-            counts["bins"][:] = self.bins[:n]
-            counts["below"][0], counts["above"][0] = self.bins[n], self.bins[n + 1]
-            counts["totals"][:2] = self.bins[n + 2:]
+
+        def own_levels():
+            evaluation = counts_only(FN, "binned", options.bins, options.range)
+            keys, genuine, n_nan = self.levels or (np.zeros(0, np.uint32),
+                                                   np.zeros(0, np.uint64), 0)
+            evaluation.set_levels(keys, genuine, n_nan)
+            return evaluation
+
+        def own_bins():
+            counts = evaluation.counts()
+            if self.bins is not None:
+                n = options.bins
+                counts["bins"][:] = self.bins[:n]
+                counts["below"][0], counts["above"][0] = self.bins[n], self.bins[n + 1]
+                counts["totals"][:2] = self.bins[n + 2:]
+
+        evaluation = session.step(own_levels)
+        session.share_levels(evaluation)  # (zeroes the counts)
+        session.step(own_bins)
         setup = {"pairs": "all" if self.gallery is not None else "list"}
         return finish((evaluation, setup, session), options)[0]
 

@@ -5,9 +5,9 @@ Each rank counts its own pairs; what crosses the network does not grow with
 the number of pairs:
 
   1. one small object per rank after each local step (all_gather_object): the
-     step's outcome (a failure there is raised on every rank, naming the rank)
-     and, first, what the ranks must agree on (options, feature dimension,
-     gallery size)
+     call it belongs to and the step's outcome (a failure there, of any
+     exception type, is raised on every rank, naming the rank) and, first,
+     what the ranks must agree on (options, feature dimension, gallery size)
   2. the genuine levels: every rank's distinct genuine scores and counts
      (all_gather, 16 bytes a level and rank), merged the same way everywhere
   3. the counts: one all_reduce SUM of the int64 counters (2 U + 3 for exact
@@ -16,6 +16,10 @@ the number of pairs:
 
 Every rank then summarizes the same counts: the same report, count for count,
 as one process over all the pairs.
+
+Every piece of work a rank does alone runs inside a step, the checks of the
+options included: a rank that failed outside one would leave the others
+waiting in their next collective until the group's timeout.
 """
 
 import time
@@ -38,6 +42,13 @@ def session(fn, group):
     if group is None or group is False:
         return LocalSession(fn)
     return GroupSession(fn, group)
+
+
+def checked(fn, group, work):
+    """work() (an entry point's own checks, before its evaluation's steps) as a
+    step of its own: with a group, its failure on any rank is raised on every
+    rank."""
+    return session(fn, group).step(work)
 
 
 def shard_rows(n_rows, group=None, same_set=False):
@@ -126,8 +137,19 @@ class LocalSession:
 AGREED = (("options", "the options"), ("source", "the source (score or features)"),
           ("dim", "the feature dimension D"), ("n_gallery", "the gallery size"),
           ("same_set", "same_set"), ("score_dtype", "the dtype of score/features"))
+# the types of failure every rank raises as they are (a subclass, as its base)
 ERRORS = {cls.__name__: cls for cls in (TypeError, ValueError, RuntimeError, MemoryError,
                                         OSError)}
+
+
+def _status(error):
+    """(type name, message) of a failure, as every rank raises it: any type
+    but ERRORS' (a callback's ZeroDivisionError, a bug's KeyError) as a
+    RuntimeError whose message names the type."""
+    for kind in ERRORS.values():
+        if isinstance(error, kind):
+            return kind.__name__, str(error)
+    return RuntimeError.__name__, "%s: %s" % (type(error).__name__, error)
 
 
 class GroupSession:
@@ -155,36 +177,49 @@ class GroupSession:
     # -- agreement and failures ------------------------------------------------
 
     def step(self, work, gather=False):
-        """Runs `work` here, then learns every rank's outcome: a failure on any rank
-        is raised on every rank, naming it. With gather, returns every rank's
-        result (small, picklable) in rank order."""
-        status = result = None
+        """Runs `work` here, then learns every rank's outcome: a failure on any rank,
+        of any exception type, is raised on every rank, naming it (on a failing
+        rank, from its own exception). With gather, returns every rank's result
+        (small, picklable) in rank order."""
+        status = result = error = None
         try:
             result = work()
-        except tuple(ERRORS.values()) as caught:
-            # the type and message only: keeping the exception would keep its
-            # traceback, and with it this frame and the process group, alive
-            status = (type(caught).__name__, str(caught))
-        outcome = (status, result if gather else None)
+        except Exception as caught:  # whatever it is, the other ranks must learn of it
+            error, status = caught, _status(caught)
         outcomes = [None] * self.world_size
-        self.dist.all_gather_object(outcomes, outcome, group=self.group)
-        failed = [(rank, status) for rank, (status, _) in enumerate(outcomes) if status]
+        self.dist.all_gather_object(outcomes, (self.fn, status, result if gather else None),
+                                    group=self.group)
+        try:
+            self._raise_failures(outcomes, error)
+        finally:
+            # the frame's own reference to its exception, whose traceback holds
+            # this frame: a cycle that would keep the process group alive
+            error = None
+        if not gather:
+            return result
+        infos = [info for _, _, info in outcomes]
+        self._agree(infos)
+        return infos
+
+    def _raise_failures(self, outcomes, error):
+        calls = [call for call, _, _ in outcomes]
+        if any(call != calls[0] for call in calls):
+            rank = next(r for r, call in enumerate(calls) if call != calls[0])
+            raise ValueError("%s: the ranks are in different calls: rank 0 in %s, rank %d in %s"
+                             % (self.fn, calls[0], rank, calls[rank])) from error
+        failed = [(rank, status) for rank, (_, status, _) in enumerate(outcomes) if status]
         if failed:
             rank, (kind, message) = failed[0]
             text = message[len(self.fn) + 2:] if message.startswith(self.fn + ": ") else message
             more = " (and %d other rank(s))" % (len(failed) - 1) if len(failed) > 1 else ""
-            raise ERRORS.get(kind, RuntimeError)("%s: rank %d%s: %s" % (self.fn, rank, more, text))
-        if not gather:
-            return result
-        infos = [info for _, info in outcomes]
-        self._agree(infos)
-        return infos
+            raise ERRORS[kind]("%s: rank %d%s: %s" % (self.fn, rank, more, text)) from error
 
     def _agree(self, infos):
         def flat(info):
-            items = {key: info.get(key) for key, _ in AGREED
-                     if not (key == "n_gallery" and "n_pairs" in info)}
-            items.update(("option " + k, v) for k, v in (items.pop("options") or {}).items())
+            """The options first (a rank's own choices explain the rest), then the inputs."""
+            items = {"option " + k: v for k, v in (info.get("options") or {}).items()}
+            items.update((key, info.get(key)) for key, _ in AGREED
+                         if key != "options" and not (key == "n_gallery" and "n_pairs" in info))
             return items
         names = dict(AGREED)
         first = flat(infos[0])
@@ -240,37 +275,32 @@ class GroupSession:
             out.append([p.cpu().numpy()[:size] for p, size in zip(parts, sizes)])
         return out
 
-    def _merge(self, keys, counts):
-        """Distinct keys (uint32, ascending) and their summed counts (uint64) of
-        every rank's (keys, counts)."""
-        gathered_keys, gathered_counts = self._gather([keys.astype(np.int64),
-                                                       counts.view(np.int64)])
-        keys = np.concatenate(gathered_keys)
-        counts = np.concatenate(gathered_counts).view(np.uint64)
-        if keys.size == 0:
-            return np.zeros(0, np.uint32), np.zeros(0, np.uint64)
-        order = np.argsort(keys, kind="stable")
-        keys, counts = keys[order], counts[order]
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        return keys[starts].astype(np.uint32), np.add.reduceat(counts, starts)
+    def _gather_keys(self, keys, counts):
+        """Every rank's (keys, counts), as two lists of arrays in rank order (to
+        merge_keys in a step: a failure there is every rank's)."""
+        return self._gather([keys.astype(np.int64), counts.view(np.int64)])
 
     def share_levels(self, evaluation):
         """Every rank counts against the genuine levels of all ranks."""
         keys, counts, n_nan = self.step(evaluation.levels)
-        keys, counts = self._merge(keys, counts)
+        gathered = self._gather_keys(keys, counts)
         n_nan = int(self._all_reduce([n_nan], self.dist.ReduceOp.SUM)[0])
-        self.step(lambda: evaluation.set_levels(keys, counts, n_nan))
+        self.step(lambda: evaluation.set_levels(*merge_keys(*gathered), n_nan))
 
     def reduce_counts(self, evaluation):
         """The counts of all ranks, on every rank, written over its own."""
-        c = self.step(evaluation.counts)
+        def own():
+            c = evaluation.counts()
+            summed = [c["totals"][:2]]
+            if "at" in c:
+                summed += [c["at"], c["gap"]]
+            elif "bins" in c:
+                summed += [c["bins"], c["below"], c["above"]]
+            return c, summed, np.concatenate([part.view(np.int64) for part in summed])
+
+        c, summed, flat = self.step(own)
         SUM, MIN, MAX = self.dist.ReduceOp.SUM, self.dist.ReduceOp.MIN, self.dist.ReduceOp.MAX
-        summed = [c["totals"][:2]]
-        if "at" in c:
-            summed += [c["at"], c["gap"]]
-        elif "bins" in c:
-            summed += [c["bins"], c["below"], c["above"]]
-        flat = self._all_reduce(np.concatenate([part.view(np.int64) for part in summed]), SUM)
+        flat = self._all_reduce(flat, SUM)
         at = 0
         for part in summed:
             part[:] = flat[at:at + len(part)].view(np.uint64)
@@ -284,5 +314,18 @@ class GroupSession:
             c["top_key"][0] = max(top, 0)
             c["top_count"][0] = np.int64(count).view(np.uint64)
         elif "keys" in c:
-            keys, counts = self._merge(c["keys"], c["key_counts"])
-            self.step(lambda: evaluation.set_keys(keys, counts))
+            gathered = self._gather_keys(c["keys"], c["key_counts"])
+            self.step(lambda: evaluation.set_keys(*merge_keys(*gathered)))
+
+
+def merge_keys(gathered_keys, gathered_counts):
+    """Distinct keys (uint32, ascending) and their summed counts (uint64) of
+    every rank's keys (int64) and counts (uint64 as int64)."""
+    keys = np.concatenate(gathered_keys)
+    counts = np.concatenate(gathered_counts).view(np.uint64)
+    if keys.size == 0:
+        return np.zeros(0, np.uint32), np.zeros(0, np.uint64)
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[starts].astype(np.uint32), np.add.reduceat(counts, starts)

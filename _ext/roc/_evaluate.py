@@ -225,16 +225,16 @@ def _counted(fn, options, session, prepare, create):
 def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device, group):
     """Every (query, gallery) pair, counted (see finish)."""
     session = _distributed.session(fn, group)
-    same_set = same_set_code(fn, same_set)
     held = {}
 
     def prepare():
         setup = _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g,
-                                   same_set, device, group is not None)
+                                   same_set_code(fn, same_set), device, group is not None)
         held.update(setup.pop("arrays"))
         return setup
 
     def create(setup, infos):
+        same_set = setup["same_set"]
         row_offset = session.row_offset(infos, setup) if same_set else 0
         if same_set:
             _check_shard_labels(fn, held, row_offset)
@@ -443,9 +443,9 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
     NaN scores are excluded and counted (n_nan); infinities are ordinary extreme
     scores. Returns a RocReport.
     """
-    options = Options("evaluate", mode=mode, bins=bins, range=range, fars=fars,
-                      far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
-                      modes=MODES + ("curve",))
+    options = _distributed.checked("evaluate", group, lambda: Options(
+        "evaluate", mode=mode, bins=bins, range=range, fars=fars, far_rule=far_rule, chunk=chunk,
+        similarity=similarity, progress=progress, modes=MODES + ("curve",)))
 
     def run(options):
         return finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
@@ -492,8 +492,9 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     with the number of distinct scores (at most one per pair), plus `chunk`
     pairs per step; evaluate() needs memory only for the genuine pairs.
     """
-    options = Options("roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
-                      progress=progress, modes=("curve",))
+    options = _distributed.checked("roc_curve", group, lambda: Options(
+        "roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
+        progress=progress, modes=("curve",)))
     report, summary = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q,
                                        feat_g, same_set, device, group), options)
     return curve_arrays(summary)
@@ -518,9 +519,9 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
     Exact mode keeps memory O(genuine pairs) and N may exceed 2^31. Returns a
     RocReport.
     """
-    options = Options("evaluate_pairs", mode=mode, bins=bins, range=range, fars=fars,
-                      far_rule=far_rule, chunk=chunk, similarity=similarity, progress=progress,
-                      modes=MODES + ("curve",))
+    options = _distributed.checked("evaluate_pairs", group, lambda: Options(
+        "evaluate_pairs", mode=mode, bins=bins, range=range, fars=fars, far_rule=far_rule,
+        chunk=chunk, similarity=similarity, progress=progress, modes=MODES + ("curve",)))
 
     def run(options):
         return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
@@ -533,8 +534,9 @@ def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=No
                     group=None):
     """(fpr, tpr, thresholds) of a list of pairs, identical to
     sklearn.metrics.roc_curve(genuine, score). Inputs as evaluate_pairs()."""
-    options = Options("roc_curve_pairs", mode="curve", fars=(), chunk=chunk,
-                      similarity=similarity, progress=progress, modes=("curve",))
+    options = _distributed.checked("roc_curve_pairs", group, lambda: Options(
+        "roc_curve_pairs", mode="curve", fars=(), chunk=chunk, similarity=similarity,
+        progress=progress, modes=("curve",)))
     report, summary = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a,
                                        feat_b, index_a, index_b, device, group), options)
     return curve_arrays(summary)
