@@ -152,3 +152,22 @@ def test_host_allocation_failures_are_memory_errors(rng, host_failures):
             roc.lib.ext_test_fail_allocations(0, 0)
         report = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode=mode)
         assert report.n_genuine + report.n_impostor == 30 * 40
+
+
+@pytest.mark.parametrize("entry", ["set_keys", "set_levels"])
+def test_counts_set_from_elsewhere_need_arrays_and_a_count(entry):
+    """roc_eval_set_keys and roc_eval_set_levels (what a group's reduction
+    calls) refuse a negative count and NULL arrays before reading them."""
+    from _ext.roc import _evaluate
+    evaluation = _evaluate.counts_only("evaluate", "curve" if entry == "set_keys" else "exact")
+    keys = roc.ffi.new("uint32_t[]", [1, 2])
+    counts = roc.ffi.new("uint64_t[]", [3, 4])
+    call = (roc.lib.roc_eval_set_keys if entry == "set_keys" else
+            lambda *args: roc.lib.roc_eval_set_levels(*args, 0))
+    for args in ((roc.ffi.NULL, roc.ffi.NULL, 2), (keys, roc.ffi.NULL, 2),
+                 (roc.ffi.NULL, counts, 2), (keys, counts, -1)):
+        with pytest.raises(ValueError, match=r"^evaluate: %s needs n_\w+ >= 0 keys and counts"
+                                             % entry):
+            evaluation.check(call(evaluation.handle, *args))
+    evaluation.check(call(evaluation.handle, roc.ffi.NULL, roc.ffi.NULL, 0))
+    evaluation.check(call(evaluation.handle, keys, counts, 2))
