@@ -27,9 +27,10 @@ def values(draw, n):
 
 
 @st.composite
-def arrays_2d(draw, name):
+def arrays_2d(draw, name, half_ok=False):
     """(array, valid): a 2-D array of some dtype and layout, and whether the
-    evaluator must take it (float32, contiguous, aligned)."""
+    evaluator must take it: float32, contiguous and aligned, or (half_ok, for
+    scores) float16 of any layout, which is widened into a float32 copy."""
     q, g = draw(st.integers(0, 9)), draw(st.integers(0, 9))
     dtype = draw(st.sampled_from([np.float32, np.float32, np.float32, np.float64, np.float16,
                                   np.int32]))
@@ -57,7 +58,7 @@ def arrays_2d(draw, name):
         layout == "broadcast" and x.shape[1] <= 1) or (layout == "transposed" and
                                                         min(x.shape) <= 1)
     aligned = x.ctypes.data % x.itemsize == 0 if x.size else True
-    return x, dtype == np.float32 and contiguous and aligned
+    return x, (dtype == np.float32 and contiguous and aligned) or (half_ok and dtype == np.float16)
 
 
 @st.composite
@@ -71,7 +72,7 @@ def labels(draw, n):
 def sklearn_pairs(labels_q, labels_g, score):
     genuine = (labels_q.astype(np.float64)[:, None] == labels_g.astype(np.float64)[None, :])
     keep = ~np.isnan(score)
-    return genuine[keep], score[keep].astype(np.float64)
+    return genuine[keep], score[keep].astype(np.float32).astype(np.float64)
 
 
 def check_error(error, fn):
@@ -81,7 +82,7 @@ def check_error(error, fn):
 
 @given(st.data())
 def test_evaluate(data):
-    score, valid = data.draw(arrays_2d("score"))
+    score, valid = data.draw(arrays_2d("score", half_ok=True))
     q, g = score.shape
     labels_q, labels_g = data.draw(labels(q)), data.draw(labels(g))
     mode = data.draw(st.sampled_from(["exact", "binned", "curve", "fast"]))
@@ -113,25 +114,33 @@ def test_evaluate(data):
 
 @given(st.data())
 def test_evaluate_pairs(data):
+    """y_true of any dtype and values, pos_label or not: taken exactly where
+    scikit-learn's roc_curve takes it (values within {0, 1} or {-1, 1}, or a
+    pos_label), with float32 or float16 scores."""
     n = data.draw(st.integers(0, 40))
     genuine_dtype = data.draw(st.sampled_from([np.bool_, np.int64, np.int8, np.float32]))
-    flags = np.array(data.draw(st.lists(st.sampled_from([0, 1, 1, 0, 2]), min_size=n,
+    flags = np.array(data.draw(st.lists(st.sampled_from([0, 1, 1, 0, 2, -1, 0.5]), min_size=n,
                                         max_size=n))).astype(genuine_dtype)
-    score_dtype = data.draw(st.sampled_from([np.float32, np.float32, np.float64]))
+    pos_label = data.draw(st.sampled_from([None, None, 1, 2, -1]))
+    kind = data.draw(st.sampled_from(["numpy", "torch", "list"]))
+    score_dtype = data.draw(st.sampled_from([np.float32, np.float32, np.float64, np.float16]))
     with np.errstate(invalid="ignore", over="ignore"):
         score = values(data.draw, n).astype(score_dtype)
     if data.draw(st.booleans()) and n > 1:
         score = score[::2]
     mode = data.draw(st.sampled_from(["exact", "binned", "curve"]))
+    given_flags = {"numpy": flags, "torch": torch.from_numpy(flags), "list": flags.tolist()}[kind]
     try:
-        report = roc.evaluate_pairs(flags, score, mode=mode, bins=16)
+        report = roc.evaluate_pairs(given_flags, score, pos_label=pos_label, mode=mode, bins=16)
     except NAMED as error:
         check_error(error, "evaluate_pairs")
         return
-    assert genuine_dtype != np.float32 and score_dtype == np.float32
-    assert set(np.unique(flags.astype(np.int64))) <= {0, 1} and score.shape == flags.shape
+    classes = set(np.unique(flags).tolist())
+    assert score_dtype != np.float64 and score.shape == flags.shape
+    assert all(float(v).is_integer() for v in classes)
+    assert pos_label is not None or classes <= {0, 1} or classes <= {-1, 1}
     keep = ~np.isnan(score)
-    genuine = flags.astype(bool)[keep]
+    genuine = (flags == (1 if pos_label is None else pos_label))[keep]
     assert report.n_genuine == genuine.sum() and report.n_impostor == (~genuine).sum()
     if mode != "binned":
         finite = np.nan_to_num(score[keep].astype(np.float64), posinf=1e300, neginf=-1e300)
@@ -199,10 +208,12 @@ FLOAT_LABEL_DTYPES = (np.float16, np.float32, np.float64)
 
 def label_values(dtype):
     """Values of one dtype: integers a few apart somewhere in its range or
-    anywhere in it, or floats (signed zeros, infinities, neighbours)."""
+    anywhere in it, or floats (signed zeros, infinities, integers small and
+    beyond 2^53 and 2^64, fractions)."""
     if dtype in FLOAT_LABEL_DTYPES:
         width = np.dtype(dtype).itemsize * 8
         return st.one_of(st.sampled_from([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 2.0 ** 60]),
+                         st.integers(-5, 5).map(float), st.integers(-2 ** 70, 2 ** 70).map(float),
                          st.floats(allow_nan=False, width=width))
     least, most = LABEL_DTYPES[dtype]
     return st.one_of(st.integers(least, most),
@@ -228,23 +239,27 @@ def label_pair(draw):
 @given(label_pair(), st.sampled_from(["numpy", "torch"]))
 def test_comparable_labels_match_exactly_where_the_labels_do(labels, kind):
     """comparable_labels: int32 or int64 arrays of one dtype, equal exactly
-    where the labels are (integers of every width and sign, floats with -0 and
-    +0 equal, integers against floats), or a ValueError where that cannot be
-    decided (integers beyond 2^53 against fractional floats)."""
+    where the labels are (integers of every width and sign, floats holding
+    integers with -0 and +0 equal, integers against floats beyond 2^53), or a
+    ValueError naming a float label that is not an integer (infinities
+    included)."""
     from _ext.roc._inputs import comparable_labels
     labels_q, labels_g = labels
     if kind == "torch":
         labels_q, labels_g = torch.from_numpy(labels_q), torch.from_numpy(labels_g)
+    integral = all(np.isfinite(x).all() and (x == np.trunc(x)).all()
+                   for x in labels if x.dtype.kind == "f")
     try:
         out_q, out_g = comparable_labels("evaluate", labels_q, labels_g, len(labels_q),
                                          len(labels_g), "cpu")
     except ValueError as error:
-        assert "cannot be matched exactly" in str(error)
-        assert labels[0].dtype.kind != labels[1].dtype.kind
+        assert "which is not an integer" in str(error) and not integral
         return
+    assert integral
     out_q, out_g = np.asarray(out_q), np.asarray(out_g)
     assert out_q.dtype == out_g.dtype and out_q.dtype in (np.int32, np.int64)
     values_q, values_g = labels[0].tolist(), labels[1].tolist()  # exact Python numbers
     for i, a in enumerate(values_q):
         for j, b in enumerate(values_g):
             assert (out_q[i] == out_g[j]) == (a == b)
+

@@ -135,6 +135,18 @@ def errors(d, world, rank, group):
             out[name] = "no error"
         except (TypeError, ValueError, RuntimeError) as error:
             out[name] = "%s: %s" % (type(error).__name__, error)
+    # y_true within {0, 1} on rank 0 and within {-1, 1} on the others: together
+    # outside scikit-learn's default rule; and pos_label not agreed
+    pair_cases = {"y_true over the ranks": (np.array([0, 1, 1]) if rank == 0 else
+                                            np.array([-1, 1, 1]), None),
+                  "pos_label": (np.array([0, 1, 2]), 1 if rank == 0 else 2)}
+    for name, (y_true, pos_label) in pair_cases.items():
+        try:
+            roc.evaluate_pairs(y_true, np.array([0.1, 0.5, 0.9], np.float32),
+                               pos_label=pos_label, group=group)
+            out[name] = "no error"
+        except (TypeError, ValueError, RuntimeError) as error:
+            out[name] = "%s: %s" % (type(error).__name__, error)
     return out
 
 
@@ -242,6 +254,11 @@ def test_every_rank_raises_naming_the_problem(ranks):
         assert e["dtype"].startswith("ValueError: evaluate: the ranks disagree on the dtype")
         assert e["failing rank"] == ("ValueError: evaluate: rank %d: labels_q contains NaN; a "
                                      "NaN label matches nothing" % last)
+        assert e["y_true over the ranks"].startswith("ValueError: evaluate_pairs: ")
+        assert ("genuine takes values in {-1, 0, 1} (over the ranks) and pos_label is not "
+                "given" in e["y_true over the ranks"])
+        assert e["pos_label"] == ("ValueError: evaluate_pairs: the ranks disagree on the option "
+                                  "pos_label: rank 0 has 1, rank 1 has 2")
 
 
 def test_group_needs_initialised_torch_distributed():
