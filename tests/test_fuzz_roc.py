@@ -263,3 +263,128 @@ def test_comparable_labels_match_exactly_where_the_labels_do(labels, kind):
         for j, b in enumerate(values_g):
             assert (out_q[i] == out_g[j]) == (a == b)
 
+
+# ---------------------------------------------------------------------------
+# RocAccumulator streams: batches of random kinds, dtypes and values
+
+STREAM_LABELS = [0, 1, 5, -1, 2 ** 24, 2 ** 24 + 1, 2 ** 53 + 1, 2 ** 63 + 1]
+STREAM_DTYPES = [np.int8, np.int64, np.uint64, np.float16, np.float32, np.float64, np.bool_]
+
+
+def holds(dtype, value):
+    """Whether NumPy dtype `dtype` holds the Python integer `value` exactly."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return value in (0, 1)
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min <= value <= np.iinfo(dtype).max
+    with np.errstate(over="ignore"):
+        nearest = dtype.type(value)
+    return bool(np.isfinite(nearest)) and int(nearest) == value
+
+
+def given_as(draw, array):
+    """(array as NumPy, torch or a list, the dtype the evaluator sees): a list
+    holds Python numbers, taken as float64, bool, or int64 (uint64 for
+    integers int64 cannot hold)."""
+    kind = draw(st.sampled_from(["numpy", "torch", "list"]))
+    if kind == "list":
+        values_ = array.tolist()
+        if array.dtype.kind in "iu":
+            return values_, np.uint64 if any(v > 2 ** 63 - 1 for v in values_) else np.int64
+        return values_, np.float64 if array.dtype.kind == "f" else np.bool_
+    if kind == "torch" and array.dtype != np.uint64:
+        return torch.from_numpy(array), array.dtype
+    return array, array.dtype
+
+
+@given(st.data())
+def test_accumulator_stream_of_query_batches(data):
+    """Each batch is taken, or refused naming RocAccumulator.update: labels_q
+    whose values the first taken batch's dtype cannot all hold are refused, so
+    the report equals evaluate() on the batches taken, labels compared as the
+    integers they are."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    labels_g = [STREAM_LABELS[i] for i in rng.integers(0, len(STREAM_LABELS) - 1, 6)]  # int64
+    feat_g = rng.normal(size=(6, 4)).astype(np.float32)
+    acc = roc.RocAccumulator(labels_g, feat_g)
+    stream_dtype, taken_labels, taken_feat = None, [], []
+    for _ in range(data.draw(st.integers(1, 4))):
+        n = data.draw(st.integers(0, 3))
+        dtype = data.draw(st.sampled_from(STREAM_DTYPES))
+        values_ = [v for v in data.draw(st.lists(st.sampled_from(STREAM_LABELS), min_size=n,
+                                                 max_size=n)) if holds(dtype, v)]
+        feat_q = rng.normal(size=(len(values_), 4)).astype(np.float32)
+        labels_q, dtype = given_as(data.draw, np.array(values_, dtype=object).astype(dtype))
+        try:
+            acc.update(labels_q, feat_q)
+        except NAMED as error:
+            check_error(error, "RocAccumulator.update")
+            assert stream_dtype is not None and not all(holds(stream_dtype, v) for v in values_)
+            continue
+        assert stream_dtype is None or all(holds(stream_dtype, v) for v in values_)
+        if values_:  # the first batch with labels fixes their dtype
+            stream_dtype = stream_dtype or dtype
+        taken_labels += values_
+        taken_feat.append(feat_q)
+    if not taken_feat:
+        return
+    codes = {v: i for i, v in enumerate(sorted(set(labels_g + taken_labels)))}
+    try:
+        want = roc.evaluate(np.array([codes[v] for v in taken_labels], np.int64),
+                            np.array([codes[v] for v in labels_g]),
+                            feat_q=np.concatenate(taken_feat), feat_g=feat_g)
+    except ValueError:  # no genuine or no impostor pairs
+        with pytest.raises(ValueError, match="^RocAccumulator: there are no"):
+            acc.compute()
+        return
+    got = acc.compute()
+    assert (got.n_genuine, got.n_impostor, got.auc) == (want.n_genuine, want.n_impostor, want.auc)
+    np.testing.assert_array_equal(got.false_accepts, want.false_accepts)
+
+
+@given(st.data())
+def test_accumulator_stream_of_pair_batches(data):
+    """Batches of (y_true, score) of random kinds and dtypes: taken where
+    evaluate_pairs would take them and the default pos_label rule holds for
+    every batch so far, else refused naming RocAccumulator.update; the report
+    is evaluate_pairs' on the batches taken."""
+    acc = roc.RocAccumulator(mode=data.draw(st.sampled_from(["exact", "binned"])), bins=16)
+    classes, taken_y, taken_score = set(), [], []
+    for _ in range(data.draw(st.integers(1, 4))):
+        n = data.draw(st.integers(0, 8))
+        y = np.array(data.draw(st.lists(st.sampled_from([0, 1, 1, -1, 2]), min_size=n,
+                                        max_size=n)))
+        y = y.astype(data.draw(st.sampled_from([np.int64, np.int8, np.float32]))) \
+            if y.size else y.astype(np.int64)
+        score_dtype = data.draw(st.sampled_from(["float32", "float16", "bfloat16", "float64"]))
+        score = torch.from_numpy(values(data.draw, n + data.draw(st.sampled_from([0, 0, 1]))))
+        score = score.to(getattr(torch, score_dtype))
+        try:
+            acc.update(given_as(data.draw, y)[0], score if data.draw(st.booleans())
+                       or score_dtype == "bfloat16" else score.numpy())
+        except NAMED as error:
+            check_error(error, "RocAccumulator.update")
+            union = classes | set(y.tolist())
+            assert score_dtype == "float64" or len(score) != n or not (
+                union <= {0, 1} or union <= {-1, 1})
+            continue
+        classes |= set(y.tolist())
+        assert score_dtype != "float64" and len(score) == n
+        assert classes <= {0, 1} or classes <= {-1, 1}
+        taken_y.append(y == 1)
+        taken_score.append(score.float().numpy())
+    if not taken_y:
+        return
+    genuine, score = np.concatenate(taken_y), np.concatenate(taken_score)
+    try:
+        want = roc.evaluate_pairs(genuine, score, mode=acc.options.mode, bins=16)
+    except ValueError:  # no genuine or no impostor pairs
+        with pytest.raises(ValueError, match="^RocAccumulator: there are no"):
+            acc.compute()
+        return
+    got = acc.compute()
+    assert (got.n_genuine, got.n_impostor, got.n_nan) == (want.n_genuine, want.n_impostor,
+                                                          want.n_nan)
+    assert got.auc == want.auc or (np.isnan(got.auc) and np.isnan(want.auc))
+    np.testing.assert_array_equal(got.false_accepts, want.false_accepts)

@@ -176,6 +176,10 @@ META = torch.empty(2, device="meta")
     (lambda: roc.evaluate_pairs(META.bool(), np.zeros(2, np.float32)), "evaluate_pairs: genuine"),
     (lambda: roc.evaluate_pairs(np.array([0, 1]), META), "evaluate_pairs: score"),
     (lambda: roc.roc_curve_pairs(torch.tensor([0, 1]), META), "roc_curve_pairs: score"),
+    (lambda: roc.RocAccumulator().update(torch.tensor([0, 1]), META),
+     "RocAccumulator.update: score"),
+    (lambda: roc.RocAccumulator().update(META, torch.zeros(2)), "RocAccumulator.update: genuine"),
+    (lambda: roc.RocAccumulator(META, torch.zeros(2, 3)), "RocAccumulator: labels_g"),
     (lambda: roc.pair_scores(torch.ones(2, 3), torch.empty(2, 3, device="meta")),
      "pair_scores: feat_g"),
 ])
@@ -208,6 +212,10 @@ SWAPPED = DLPackOnly(np.array([0, 1], dtype=np.dtype(np.int64).newbyteorder()))
     (lambda: roc.evaluate_pairs(SWAPPED, np.zeros(2, np.float32)), "evaluate_pairs: genuine"),
     (lambda: roc.evaluate_pairs(np.array([0, 1]), DLPackOnly(np.zeros(2, ">f4"))),
      "evaluate_pairs: score"),
+    (lambda: roc.RocAccumulator().update(SWAPPED, np.zeros(2, np.float32)),
+     "RocAccumulator.update: genuine"),
+    (lambda: roc.RocAccumulator(np.array([0, 1]), np.eye(2, dtype=np.float32)).update(
+        SWAPPED, np.eye(2, dtype=np.float32)), "RocAccumulator.update: labels_q"),
 ])
 def test_byte_swapped_labels_from_a_dlpack_producer(call, name):
     with pytest.raises(TypeError, match="^%s cannot be exported through DLPack: .*byte order"
@@ -371,6 +379,7 @@ FLOAT64_REFUSAL = (r"^%s: score is float64, which the evaluator does not take ye
     ("roc_curve", lambda s: roc.roc_curve([0, 1], [0, 1], score=s.reshape(2, 2))),
     ("evaluate_pairs", lambda s: roc.evaluate_pairs([0, 1, 1, 0], s)),
     ("roc_curve_pairs", lambda s: roc.roc_curve_pairs([0, 1, 1, 0], s)),
+    ("RocAccumulator.update", lambda s: roc.RocAccumulator().update([0, 1, 1, 0], s)),
 ])
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_float64_scores_are_refused_saying_how_to_cast(fn, call, kind):
