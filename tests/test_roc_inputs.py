@@ -1,6 +1,10 @@
-"""The evaluator's bad-input sweep findings, each as its reproducer: every bad
-input is a named error (TypeError / ValueError / RuntimeError whose message
-starts with the function), and what is accepted is counted exactly."""
+"""The evaluator's inputs: what the entry points take (labels of bool,
+integers or floats holding integers; half-precision scores, widened exactly;
+y_true and pos_label as scikit-learn's roc_curve takes them) and the
+bad-input sweeps' findings, each as its reproducer: every bad input is a
+named error (TypeError / ValueError / RuntimeError / MemoryError whose
+message starts with the function and names the argument), and what is
+accepted is counted exactly."""
 
 import numpy as np
 import pytest

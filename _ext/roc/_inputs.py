@@ -541,7 +541,9 @@ def _binary_classes(y):
     y's extremes (one pass; the zero count only where -1 and 1 both are)."""
     if y.shape[0] == 0:
         return set()
-    if _ffi.is_tensor(y) and y.dtype != getattr(_ffi.torch, "uint64", None):
+    if _ffi.dtype_name(y) == "bool":
+        lo, hi = bool(y.all()), bool(y.any())
+    elif _ffi.is_tensor(y) and y.dtype != getattr(_ffi.torch, "uint64", None):
         lo, hi = (v.item() for v in _ffi.torch.aminmax(y))
     else:  # NumPy, and torch's uint64 (which it cannot reduce)
         host = _host(y)
