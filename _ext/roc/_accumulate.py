@@ -29,7 +29,8 @@ from .. import _ffi
 from . import _distributed
 from ._evaluate import Options, all_pairs, counts_only, finish, pair_list
 from ._inputs import (DEFAULT_FARS, as_torch, cast_exactly, float32_scores, from_dlpack,
-                      genuine_flags, label_array, parse_device, require_array, require_float32)
+                      genuine_flags, label_array, parse_device, require_array, require_float32,
+                      require_score_dtype)
 
 FN = "RocAccumulator"
 UPDATE = "RocAccumulator.update"
@@ -150,7 +151,7 @@ class RocAccumulator:
         """(genuine flags, score) in the stream's form, and the stream then: its
         device, and the values of genuine in every batch so far (the default
         pos_label rule covers them all, as it would their concatenation)."""
-        require_array(UPDATE, "score", score)
+        require_score_dtype(UPDATE, "score", require_array(UPDATE, "score", score))
         device = self._device(score)
         flags, classes = genuine_flags(UPDATE, "genuine", genuine, None,
                                        self.stream["classes"] if self.stream else set(),

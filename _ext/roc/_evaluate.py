@@ -15,7 +15,7 @@ from . import _distributed
 from ._inputs import (DEFAULT_FARS, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
                       comparable_labels, far_targets, float32_scores, genuine_flags, host_labels,
                       parse_device, positive_int, progress_callback, require_array,
-                      require_default_classes, same_set_code, to_device)
+                      require_default_classes, require_score_dtype, same_set_code, to_device)
 from ._report import curve_arrays, report_from_summary
 from ._roc import ffi, lib
 
@@ -273,6 +273,8 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
     for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
         if x is not None:
             require_array(fn, name, x)
+    if score is not None:
+        require_score_dtype(fn, "score", score)
     if same_set and not grouped:
         # one process: the queries are the whole set
         if score is not None and (len(score.shape) != 2 or score.shape[0] != score.shape[1]):
@@ -383,6 +385,8 @@ def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, ind
                     ("index_a", index_a), ("index_b", index_b)):
         if x is not None:
             require_array(fn, name, x)
+    if score is not None:
+        require_score_dtype(fn, "score", score)
     genuine, classes = genuine_flags(fn, "genuine", genuine, pos_label,
                                      set() if grouped else None)
     device = parse_device(fn, device, score, feat_a, genuine)

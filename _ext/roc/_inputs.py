@@ -263,20 +263,18 @@ def cast_exactly(fn, name, x, dtype, whose):
 HALF_DTYPES = ("float16", "bfloat16")
 
 
-def float32_scores(fn, name, x):
-    """Scores as the evaluator takes them: float32 as they are; float16 and
-    bfloat16 widened to a new contiguous float32 array (exactly: every half
-    value is a float32 value); float64 refused, saying how to cast (exact
-    float64 scores are planned: this is the one place that refuses them)."""
-    if x is None:
-        return None
-    dtype = _ffi.dtype_name(x)
-    if dtype == "float32":
+def require_score_dtype(fn, name, x):
+    """Scores of a dtype the evaluator takes (float32, or half precision that
+    float32_scores widens); float64 refused, saying how to cast (exact
+    float64 scores are planned: this is the one place that refuses them).
+    Called before the scores are moved anywhere, and by float32_scores after
+    (a producer may show its dtype only once converted)."""
+    try:
+        dtype = _ffi.dtype_name(x)
+    except (AttributeError, TypeError):  # a DLPack producer without a dtype NumPy reads
         return x
-    if dtype in HALF_DTYPES:
-        if _ffi.is_tensor(x):
-            return x.to(_ffi.torch.float32, memory_format=_ffi.torch.contiguous_format)
-        return np.ascontiguousarray(x, dtype=np.float32)
+    if dtype == "float32" or dtype in HALF_DTYPES:
+        return x
     if dtype == "float64":
         raise TypeError("%s: %s is float64, which the evaluator does not take yet (exact "
                         "float64 scores are planned); cast it with %s.astype(numpy.float32) "
@@ -285,6 +283,18 @@ def float32_scores(fn, name, x):
                         "float64 scores" % (fn, name, name, name))
     raise TypeError("%s: %s must be float32, float16 or bfloat16 (half precision is widened "
                     "to float32 exactly), got %s" % (fn, name, dtype))
+
+
+def float32_scores(fn, name, x):
+    """Scores (a NumPy array or torch tensor) as the evaluator reads them:
+    float32 as they are; float16 and bfloat16 widened into a new contiguous
+    float32 array (exactly: every half value is a float32 value); other
+    dtypes refused by require_score_dtype."""
+    if x is None or _ffi.dtype_name(require_score_dtype(fn, name, x)) not in HALF_DTYPES:
+        return x
+    if _ffi.is_tensor(x):
+        return x.to(_ffi.torch.float32, memory_format=_ffi.torch.contiguous_format)
+    return np.ascontiguousarray(x, dtype=np.float32)
 
 
 def require_float32(fn, name, x):
