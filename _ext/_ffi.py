@@ -109,7 +109,7 @@ def _lib_of(ffi):
     return lib
 
 
-def _unsupported_device(fn, name, where):
+def unsupported_device(fn, name, where):
     return RuntimeError("%s: %s is on %s; _ext takes CPU and CUDA arrays" % (fn, name, where))
 
 
@@ -130,7 +130,7 @@ def _producer_stream(x, device_type, device_id):
 
 def _export_torch(fn, name, x):
     if not (x.is_cuda or x.is_cpu):
-        raise _unsupported_device(fn, name, x.device)
+        raise unsupported_device(fn, name, x.device)
     # A lazy negation or conjugation is a bit on the tensor, not in its data:
     # read raw, every element would have the wrong sign.
     if x.is_neg():
@@ -165,9 +165,9 @@ def _export(fn, name, x, writable):
     try:
         device_type, device_id = x.__dlpack_device__()
     except (ValueError, BufferError) as error:
-        raise _unsupported_device(fn, name, "a device DLPack cannot name (%s)" % error) from error
+        raise unsupported_device(fn, name, "a device DLPack cannot name (%s)" % error) from error
     if device_type not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST):
-        raise _unsupported_device(fn, name, "DLPack device type %d" % device_type)
+        raise unsupported_device(fn, name, "DLPack device type %d" % device_type)
     stream = _producer_stream(x, device_type, device_id)
     for keywords in _EXPORT_KEYWORDS:
         try:
@@ -273,7 +273,7 @@ def cuda_stream(ffi, x):
     return ffi.NULL if stream is None else ffi.cast("void *", stream)
 
 
-def _dtype_name(x):
+def dtype_name(x):
     """x's dtype as NumPy names it ("float32"), torch's and MXNet's too."""
     if is_tensor(x):
         return str(x.dtype).replace("torch.", "")
@@ -291,7 +291,7 @@ def _device_of(fn, x):
     raise TypeError("%s: cannot tell the device of %s; pass an array" % (fn, type(x).__name__))
 
 
-def empty_like(x, shape=None, dtype=None):
+def empty_like(x, shape=None, dtype=None, fn="empty_like", name="the output"):
     """A new, uninitialised output for a call on x, of x's kind where that is
     cheap: a torch tensor on x's device for a torch tensor, a NumPy array for
     a NumPy array, a CuPy array on x's device for a CuPy array; for anything
@@ -299,29 +299,58 @@ def empty_like(x, shape=None, dtype=None):
     CPU input where torch is not installed.
 
     shape: a tuple (default: x's shape); dtype: a name such as "float32" or
-    "int64" (default: x's dtype).
+    "int64" (default: x's dtype). An allocation that fails is the error of
+    allocation_error(), naming fn and the output `name`.
     """
-    if not (is_tensor(x) or isinstance(x, np.ndarray) or _is_cupy(x)):
-        device_type, device_id = _device_of("empty_like", x)
-        if device_type not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST):
-            raise _unsupported_device("empty_like", "x", "DLPack device type %d" % device_type)
+    device_type, device_id = (None, None) if is_tensor(x) or isinstance(x, np.ndarray) \
+        else _device_of(fn, x)
+    if device_type is not None and device_type not in (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST):
+        raise unsupported_device(fn, name, "DLPack device type %d" % device_type)
     shape = tuple(x.shape) if shape is None else tuple(shape)
-    dtype = _dtype_name(x) if dtype is None else dtype
-    if is_tensor(x):
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=x.device)
-    if isinstance(x, np.ndarray):
+    dtype = dtype_name(x) if dtype is None else dtype
+    if device_type == _DL_CUDA and torch is None and not _is_cupy(x):
+        raise RuntimeError("%s: %s on CUDA for %s needs torch or CuPy"
+                           % (fn, name, type(x).__name__))
+    try:
+        if is_tensor(x):
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=x.device)
+        if isinstance(x, np.ndarray):
+            return np.empty(shape, dtype)
+        if _is_cupy(x):
+            import cupy
+            with cupy.cuda.Device(x.device.id):
+                return cupy.empty(shape, dtype)
+        if torch is not None:
+            device = "cuda:%d" % device_id if device_type == _DL_CUDA else "cpu"
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
         return np.empty(shape, dtype)
-    if _is_cupy(x):
-        import cupy
-        with cupy.cuda.Device(x.device.id):
-            return cupy.empty(shape, dtype)
-    if torch is not None:
-        device = "cuda:%d" % device_id if device_type == _DL_CUDA else "cpu"
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+    # NumPy: MemoryError, or ValueError for a size beyond its index type; torch:
+    # RuntimeError (OutOfMemoryError, an invalid device ordinal), or an
+    # AssertionError for a CUDA device asked of a torch built without CUDA
+    except (MemoryError, RuntimeError, AssertionError, ValueError) as error:
+        raise allocation_error(fn, name, shape, _device_name(x, device_type, device_id),
+                               error) from error
+
+
+def _device_name(x, device_type, device_id):
+    """Where empty_like allocates for x, in words ("cpu", "cuda:1")."""
+    if is_tensor(x):
+        return str(x.device)
     if device_type == _DL_CUDA:
-        raise RuntimeError("empty_like: an output on CUDA for %s needs torch or CuPy"
-                           % type(x).__name__)
-    return np.empty(shape, dtype)
+        return "cuda:%d" % device_id
+    return "cpu"
+
+
+def allocation_error(fn, name, shape, device, error):
+    """The exception for output `name` of `shape` that could not be allocated
+    on `device` (the allocator raised `error`): MemoryError where memory ran
+    out or the size is beyond what an allocator can count, else RuntimeError
+    (a device that cannot be used); the message names fn and the output."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    out_of_memory = (isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError"
+                     or any(word in reason.lower() for word in ("memory", "overflow", "too big")))
+    return (MemoryError if out_of_memory else RuntimeError)(
+        "%s: cannot allocate %s %s on %s (%s)" % (fn, name, tuple(shape), device, reason))
 
 
 def check(ffi, lib, status):

@@ -12,6 +12,8 @@ explicitly) into a MemoryError that names the function.
 
 import torch
 
+from ._ffi import allocation_error
+
 
 def require_tensor(fn, name, x):
     if not isinstance(x, torch.Tensor):
@@ -30,7 +32,7 @@ def empty_like(fn, name, like):
     try:
         return torch.empty_like(like)
     except (RuntimeError, AssertionError) as error:
-        raise _allocation_error(fn, name, like.shape, like.device, error) from error
+        raise allocation_error(fn, name, like.shape, like.device, error) from error
 
 
 def empty(fn, name, shape, like=None, dtype=None, device=None):
@@ -45,13 +47,5 @@ def empty(fn, name, shape, like=None, dtype=None, device=None):
     # torch.OutOfMemoryError is a RuntimeError; a CUDA device asked of a torch
     # built without CUDA fails an assertion
     except (RuntimeError, AssertionError) as error:
-        raise _allocation_error(fn, name, shape, device if like is None else like.device,
+        raise allocation_error(fn, name, shape, device if like is None else like.device,
                                 error) from error
-
-
-def _allocation_error(fn, name, shape, device, error):
-    reason = str(error).strip().splitlines()[0]
-    out_of_memory = (isinstance(error, torch.OutOfMemoryError) or "memory" in reason
-                     or "overflow" in reason)
-    return (MemoryError if out_of_memory else RuntimeError)(
-        "%s: cannot allocate %s %s on %s (%s)" % (fn, name, tuple(shape), device, reason))

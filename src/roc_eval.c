@@ -618,6 +618,9 @@ int roc_eval_set_keys(roc_eval *ev, const uint32_t *keys, const uint64_t *counts
         return st;
     if (ev->config.mode != ROC_MODE_CURVE)
         return ext_fail(EXT_ERR_VALUE, "%s: set_keys is for the curve mode", ev->caller);
+    if (n_keys < 0 || (n_keys > 0 && (keys == NULL || counts == NULL)))
+        return ext_fail(EXT_ERR_VALUE, "%s: set_keys needs n_keys >= 0 keys and counts",
+                        ev->caller);
     for (int64_t k = 1; k < n_keys; k++)
         if (keys[k] <= keys[k - 1])
             return ext_fail(EXT_ERR_VALUE, "%s: the keys must be distinct, ascending", ev->caller);

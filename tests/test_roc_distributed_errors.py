@@ -112,6 +112,14 @@ def cases(rank):
                                          similarity=on("cosine", "dot")),
         "gallery or pairs": lambda: accumulate(gallery=on(40, False), mode="binned"),
         "binned gallery": lambda: accumulate(gallery=on(40, 39), mode="binned"),
+        # labels whose classes decide only over the ranks (scikit-learn's
+        # rule: {0, 1} on one rank, {-1, 1} on the other), and pos_label
+        "y_true over the ranks": lambda: roc.evaluate_pairs(
+            on(np.array([0, 1, 1]), np.array([-1, 1, 1])), np.array([0.1, 0.5, 0.9], np.float32),
+            group=True),
+        "pos_label": lambda: roc.evaluate_pairs(np.array([0, 1, 2]),
+                                                np.array([0.1, 0.5, 0.9], np.float32),
+                                                pos_label=on(1, 2), group=True),
         # and after all of them, the same group still evaluates, a rank
         # without batches included
         "agreed": lambda: evaluate_pairs(),
@@ -164,8 +172,12 @@ EXPECTED = {
     "evaluate far_rule": disagree("evaluate", "the option far_rule", "'max_tpr'", "'nearest'"),
     "evaluate dim": disagree("evaluate", "the feature dimension D", 8, 6),
     "evaluate gallery": disagree("evaluate", "the gallery size", 40, 39),
-    "evaluate dtype": disagree("evaluate", "the dtype of score/features", "'float32'",
-                               "'float64'"),
+    # float64 scores are refused where they enter, on the rank that has them
+    "evaluate dtype": ("TypeError: evaluate: rank 1: score is float64, which the evaluator does "
+                       "not take yet (exact float64 scores are planned); cast it with "
+                       "score.astype(numpy.float32) or score.float() if float32 is enough: "
+                       "scores that float32 cannot tell apart then tie, and the curve can "
+                       "differ from scikit-learn's on the float64 scores"),
     "accumulator modes": disagree("RocAccumulator", "the option mode", "'exact'", "'binned'"),
     "binned range": disagree("RocAccumulator", "the option range", (-1.0, 1.0), (0.0, 1.0)),
     "binned bins": disagree("RocAccumulator", "the option bins", 1024, 512),
@@ -176,6 +188,11 @@ EXPECTED = {
     "similarity": disagree("RocAccumulator", "the option similarity", "'cosine'", "'dot'"),
     "gallery or pairs": disagree("RocAccumulator", "the option pairs", "'all'", "'list'"),
     "binned gallery": disagree("RocAccumulator", "the gallery size", 40, 39),
+    "y_true over the ranks": ("ValueError: evaluate_pairs: rank 0 (and 1 other rank(s)): genuine "
+                              "takes values in {-1, 0, 1} (over the ranks) and pos_label is not "
+                              "given: give genuine as bool, or with values in {0, 1} or {-1, 1}, "
+                              "or pass pos_label (the value of the genuine pairs)"),
+    "pos_label": disagree("evaluate_pairs", "the option pos_label", 1, 2),
 }
 
 

@@ -340,10 +340,11 @@ def test_mixed_int_and_float_labels(rng):
 
 
 def _float_labels(ids):
-    """Identity 0 as -0.0 and +0.0 in turn; the others floats that differ in
-    the last bit, or by far."""
-    values = np.array([0.0, 1.0, np.nextafter(1.0, 2.0), -np.inf, np.inf, 1e-300, -1e-300, 0.5,
-                       np.nextafter(0.5, 0.0), 3.0])[ids]
+    """Identity 0 as -0.0 and +0.0 in turn; the others integers held by
+    floats that differ in the last bit, at the ends of int64 and uint64, or
+    beyond them."""
+    values = np.array([0.0, 1.0, 2.0 ** 53, 2.0 ** 53 + 2, -2.0 ** 63, 2.0 ** 63, 2.0 ** 64,
+                       1e300, -1e300, 3.0])[ids]
     values[(ids == 0) & (np.arange(len(ids)) % 2 == 1)] = -0.0
     return values
 
@@ -435,7 +436,8 @@ def test_no_genuine_or_no_impostor_pairs(rng):
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
-    (dict(score=np.zeros((3, 4))), TypeError, "evaluate: score must be float32, got float64"),
+    (dict(score=np.zeros((3, 4))), TypeError,
+     "evaluate: score is float64, which the evaluator does not take yet"),
     (dict(score=np.zeros((3, 5), np.float32)), ValueError,
      r"labels_g has 4 elements but there are 5 gallery entries"),
     (dict(score=np.zeros((4, 3), np.float32).T), ValueError, "score must be contiguous"),
@@ -491,7 +493,8 @@ def test_bad_labels():
         roc.evaluate(np.array([0, np.nan, 1]), np.zeros(4), score=score)
     with pytest.raises(ValueError, match="labels_q has 2 elements but there are 3 queries"):
         roc.evaluate(np.zeros(2), np.zeros(4), score=score)
-    with pytest.raises(TypeError, match="labels_g must hold integers or floats"):
+    with pytest.raises(TypeError, match="labels_g must hold bool, integers, or floats holding "
+                                        "integers"):
         roc.evaluate(np.zeros(3), np.array(["a", "b", "c", "d"]), score=score)
 
 

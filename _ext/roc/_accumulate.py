@@ -8,6 +8,19 @@ depends on genuine scores still to come, and no summary smaller than the
 impostor scores themselves can answer that later), so it keeps the batches'
 inputs, the query features (Q x D, not the Q x G scores) or the pairs' scores,
 and evaluates them in one pass at compute(): memory O(inputs + genuine pairs).
+
+update() checks each batch as evaluate() checks its inputs (arrays, devices,
+shapes, dtypes, labels that are integers, y_true's values), so that a bad
+batch is refused where it enters and the batches before it stay usable. It
+keeps every batch in one form, whatever the form it came in (torch, NumPy,
+lists, any DLPack producer, mixed from batch to batch): torch tensors (NumPy
+arrays where torch is not installed) on the stream's device (device=, else
+the first batch's); scores float32 (float16 and bfloat16 widened exactly);
+genuine flags as bool, under scikit-learn's default pos_label rule over all
+the batches so far; labels_q in the dtype of the first batch. A later batch
+whose labels that dtype cannot hold exactly is refused: concatenating them
+with promotion would merge labels (2^24 + 1 with 2^24 in float32, integers
+beyond 2^53 in float64) and change the report.
 """
 
 import numpy as np
@@ -15,24 +28,37 @@ import numpy as np
 from .. import _ffi
 from . import _distributed
 from ._evaluate import Options, all_pairs, counts_only, finish, pair_list
-from ._inputs import DEFAULT_FARS, require_array
+from ._inputs import (DEFAULT_FARS, as_torch, cast_exactly, float32_scores, from_dlpack,
+                      genuine_flags, label_array, parse_device, require_array, require_float32,
+                      require_score_dtype)
 
 FN = "RocAccumulator"
+UPDATE = "RocAccumulator.update"
+
+
+def _on_device(name, x, device):
+    """A batch's array in the stream's form: a torch tensor on `device`, or a
+    NumPy array where torch is not installed (the device is then the CPU)."""
+    if _ffi.torch is not None:
+        return as_torch(UPDATE, name, x, device)
+    return x if isinstance(x, np.ndarray) else from_dlpack(UPDATE, name, x)
 
 
 def _copy(x):
-    """A private copy of a batch, on its device (the caller may reuse its buffers)."""
+    """A private copy of a batch's array (the caller may reuse its buffers)."""
     if _ffi.is_tensor(x):
         return x.detach().clone()
-    if isinstance(x, np.ndarray):
-        return np.array(x, copy=True)
-    return _ffi.torch.from_dlpack(x).clone()
+    return np.array(x, copy=True)
 
 
 def _concat(parts):
+    """The batches' arrays, of one kind and device, and of one dtype but for
+    empty ones (update() made them so): those take the others' dtype, which
+    no promotion can then change."""
+    dtype = next((p.dtype for p in parts if p.shape[0]), parts[0].dtype)
     if _ffi.is_tensor(parts[0]):
-        return _ffi.torch.cat([p.to(parts[0].device) for p in parts])
-    return np.concatenate([np.asarray(p) for p in parts])
+        return _ffi.torch.cat([p.to(dtype) for p in parts])
+    return np.concatenate([p.astype(dtype, copy=False) for p in parts])
 
 
 class RocAccumulator:
@@ -59,8 +85,12 @@ class RocAccumulator:
             raise ValueError("%s: give labels_g and feat_g (a gallery), or neither (pairs)" % FN)
         self.gallery = None
         if feat_g is not None:
-            self.gallery = (require_array(FN, "labels_g", labels_g),
-                            require_array(FN, "feat_g", feat_g))
+            require_array(FN, "feat_g", feat_g)
+            if len(feat_g.shape) != 2:
+                raise ValueError("%s: feat_g must be 2-D (G, D), got shape %s"
+                                 % (FN, tuple(feat_g.shape)))
+            self.gallery = (label_array(FN, "labels_g", labels_g, feat_g.shape[0],
+                                        "rows in feat_g"), feat_g)
         self.device = device
         self.group = group
         self.reset()
@@ -69,17 +99,19 @@ class RocAccumulator:
         self.batches = []
         self.bins = None        # binned: bins + below + above, NaN-inclusive totals
         self.levels = None      # binned: the genuine levels so far
+        self.stream = None      # what the batches so far fixed (see _query_batch, _pair_batch)
 
     def update(self, a, b):
         """Adds a batch: (labels_q, feat_q) against the gallery, or (genuine,
-        score) of a list of pairs."""
+        score) of a list of pairs, checked here; a batch refused leaves the
+        accumulator as it was."""
         if self.gallery is not None:
-            require_array(FN, "feat_q", b)
+            (a, b), stream = self._query_batch(a, b)
         else:
-            require_array(FN, "genuine", a)
-            require_array(FN, "score", b)
+            (a, b), stream = self._pair_batch(a, b)
         if self.options.mode == "exact":
             self.batches.append((_copy(a), _copy(b)))
+            self.stream = stream
             return
         counted = self._count(a, b, None)
         evaluation = counted[0]
@@ -89,6 +121,51 @@ class RocAccumulator:
         self.bins = batch if self.bins is None else self.bins + batch
         keys, genuine, n_nan = evaluation.levels()
         self.levels = _merge_levels(self.levels, (keys, genuine, n_nan))
+        self.stream = stream
+
+    def _device(self, x):
+        """The stream's device: device=, else where the first batch was."""
+        return self.stream["device"] if self.stream else parse_device(UPDATE, self.device, x)
+
+    def _query_batch(self, labels_q, feat_q):
+        """(labels_q, feat_q) in the stream's form, and the stream then: its
+        device, and the dtype of labels_q (the first non-empty batch's)."""
+        require_array(UPDATE, "feat_q", feat_q)
+        device = self._device(feat_q)
+        feat_q = require_float32(UPDATE, "feat_q", _on_device("feat_q", feat_q, device))
+        dim = self.gallery[1].shape[1]
+        if len(feat_q.shape) != 2 or feat_q.shape[1] != dim:
+            raise ValueError("%s: feat_q must be (B, %d), rows of feat_g's dimension, got shape "
+                             "%s" % (UPDATE, dim, tuple(feat_q.shape)))
+        labels_q = _on_device("labels_q", label_array(UPDATE, "labels_q", labels_q,
+                                                      feat_q.shape[0], "rows in feat_q"), device)
+        dtype = self.stream["labels_dtype"] if self.stream else None
+        if dtype is not None:
+            labels_q = cast_exactly(UPDATE, "labels_q", labels_q, dtype,
+                                    "the dtype of the first batch's labels_q")
+        elif labels_q.shape[0]:  # an empty batch fixes no dtype (an empty list's is no choice)
+            dtype = np.dtype(_ffi.dtype_name(labels_q))
+        return (labels_q, feat_q), {"device": device, "labels_dtype": dtype}
+
+    def _pair_batch(self, genuine, score):
+        """(genuine flags, score) in the stream's form, and the stream then: its
+        device, and the values of genuine in every batch so far (the default
+        pos_label rule covers them all, as it would their concatenation)."""
+        require_score_dtype(UPDATE, "score", require_array(UPDATE, "score", score))
+        device = self._device(score)
+        flags, classes = genuine_flags(UPDATE, "genuine", genuine, None,
+                                       self.stream["classes"] if self.stream else set(),
+                                       takes_pos_label=False)
+        score = float32_scores(UPDATE, "score", _on_device("score", score, device))
+        if len(score.shape) != 1:
+            raise ValueError("%s: score must be 1-D (N,), got shape %s"
+                             % (UPDATE, tuple(score.shape)))
+        if score.shape[0] != flags.shape[0]:
+            raise ValueError("%s: score has %d elements but genuine has %d"
+                             % (UPDATE, score.shape[0], flags.shape[0]))
+        flags = _on_device("genuine", flags, device)
+        flags = flags if _ffi.dtype_name(flags) == "bool" else flags != 0  # values 0 and 1
+        return (flags, score), {"device": device, "classes": classes}
 
     def _count(self, a, b, group):
         if self.gallery is not None:

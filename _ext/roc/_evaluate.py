@@ -13,8 +13,9 @@ import numpy as np
 from .. import _ffi
 from . import _distributed
 from ._inputs import (DEFAULT_FARS, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
-                      far_targets, comparable_labels, parse_device, positive_int, progress_callback,
-                      require_array, same_set_code, to_device)
+                      comparable_labels, far_targets, float32_scores, genuine_flags, host_labels,
+                      parse_device, positive_int, progress_callback, require_array,
+                      require_default_classes, require_score_dtype, same_set_code, to_device)
 from ._report import curve_arrays, report_from_summary
 from ._roc import ffi, lib
 
@@ -272,6 +273,8 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
     for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
         if x is not None:
             require_array(fn, name, x)
+    if score is not None:
+        require_score_dtype(fn, "score", score)
     if same_set and not grouped:
         # one process: the queries are the whole set
         if score is not None and (len(score.shape) != 2 or score.shape[0] != score.shape[1]):
@@ -281,7 +284,7 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
             raise ValueError("%s: same_set=True means one set: feat_g must be feat_q (or None)"
                              % fn)
         if labels_g is not None and labels_g is not labels_q and not np.array_equal(
-                _host_labels(labels_g), _host_labels(labels_q)):
+                host_labels(fn, "labels_g", labels_g), host_labels(fn, "labels_q", labels_q)):
             raise ValueError("%s: same_set=True means one set: labels_g must be labels_q "
                              "(or None)" % fn)
         labels_g = labels_q
@@ -296,8 +299,9 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
         raise ValueError("%s: feat_g is required with feat_q unless same_set=True" % fn)
     device = parse_device(fn, device, score, feat_q, feat_g, labels_q, labels_g)
     same_features = feat_g is feat_q
-    score, feat_q = to_device(score, device), to_device(feat_q, device)
-    feat_g = feat_q if same_features else to_device(feat_g, device)
+    score = float32_scores(fn, "score", to_device(fn, "score", score, device))
+    feat_q = to_device(fn, "feat_q", feat_q, device)
+    feat_g = feat_q if same_features else to_device(fn, "feat_g", feat_g, device)
     shape = tuple((score if score is not None else feat_q).shape)
     if len(shape) != 2:
         raise ValueError("%s: %s must be 2-D, got shape %s"
@@ -315,10 +319,6 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
             "options": options.signature(), "same_set": same_set,
             "arrays": {"labels_q": labels_q, "labels_g": labels_g, "score": score,
                        "feat_q": feat_q, "feat_g": feat_g}}
-
-
-def _host_labels(labels):
-    return labels.detach().cpu().numpy() if _ffi.is_tensor(labels) else np.asarray(labels)
 
 
 def _check_shard_labels(fn, held, row_offset):
@@ -343,19 +343,23 @@ def _pairs_in_rows(begin, end, row_offset, n_gallery, same_set):
     return sum(n_gallery - 1 - i for i in (first, last)) * (end - begin) // 2 if end > begin else 0
 
 
-def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device, group):
+def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device, group,
+              pos_label=None):
     """A list of pairs, counted (see finish)."""
     session = _distributed.session(fn, group)
     held = {}
 
     def prepare():
         setup = _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a,
-                                   index_b, device)
+                                   index_b, device, pos_label, group is not None)
         held.update(setup.pop("arrays"))
         return setup
 
     def create(setup, infos):
         n = setup["n_pairs"]
+        if pos_label is None:  # the default rule holds for the values of every rank
+            require_default_classes(fn, "genuine", set().union(
+                *(info["genuine_classes"] or () for info in infos)), " (over the ranks)")
         setup["total_pairs"] = sum(info["n_pairs"] for info in infos)
         setup["pairs_in_rows"] = lambda b, e: e - b
         setup["pairs"] = "list"
@@ -370,26 +374,31 @@ def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, dev
     return _counted(fn, options, session, prepare, create)
 
 
-def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device):
+def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device,
+                       pos_label, grouped):
     features = (feat_a, feat_b, index_a, index_b)
     if (score is None) == all(x is None for x in features) or \
             (score is None and any(x is None for x in features)):
         raise ValueError("%s: give either score=, or feat_a=, feat_b=, index_a= and index_b="
                          % fn)
-    for name, x in (("genuine", genuine), ("score", score), ("feat_a", feat_a),
-                    ("feat_b", feat_b), ("index_a", index_a), ("index_b", index_b)):
-        if x is not None or name == "genuine":
+    for name, x in (("score", score), ("feat_a", feat_a), ("feat_b", feat_b),
+                    ("index_a", index_a), ("index_b", index_b)):
+        if x is not None:
             require_array(fn, name, x)
+    if score is not None:
+        require_score_dtype(fn, "score", score)
+    genuine, classes = genuine_flags(fn, "genuine", genuine, pos_label,
+                                     set() if grouped else None)
     device = parse_device(fn, device, score, feat_a, genuine)
     same_features = feat_b is feat_a
-    arrays = {"genuine": to_device(genuine, device), "score": to_device(score, device),
-              "feat_a": to_device(feat_a, device), "index_a": to_device(index_a, device),
-              "index_b": to_device(index_b, device)}
-    arrays["feat_b"] = arrays["feat_a"] if same_features else to_device(feat_b, device)
-    shape = tuple(arrays["genuine"].shape)
-    if len(shape) != 1:
-        raise ValueError("%s: genuine must be 1-D (N,), got shape %s" % (fn, shape))
-    return {"n_pairs": shape[0], "options": options.signature(), "device": device,
+    arrays = {name: to_device(fn, name, x, device) for name, x in (
+        ("genuine", genuine), ("score", score), ("feat_a", feat_a), ("index_a", index_a),
+        ("index_b", index_b))}
+    arrays["score"] = float32_scores(fn, "score", arrays["score"])
+    arrays["feat_b"] = arrays["feat_a"] if same_features else to_device(fn, "feat_b", feat_b,
+                                                                        device)
+    return {"n_pairs": arrays["genuine"].shape[0], "device": device, "genuine_classes": classes,
+            "options": dict(options.signature(), pos_label=pos_label),
             "dim": arrays["feat_a"].shape[1] if feat_a is not None and
             len(arrays["feat_a"].shape) == 2 else None,
             "source": "score" if score is not None else "features", "arrays": arrays}
@@ -404,9 +413,15 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
              group=None):
     """ROC of every (query, gallery) pair, its AUC, EER and TAR@FAR.
 
-    labels_q (Q,), labels_g (G,)   int or float labels (any arrays: torch, NumPy...);
-                                   pair (i, j) is genuine when they are equal
-    score (Q, G) float32           a score matrix, or
+    labels_q (Q,), labels_g (G,)   labels: bool, integers, or floats holding integers
+                                   (any arrays: torch, NumPy..., or lists); pair (i, j)
+                                   is genuine when they are equal, compared exactly
+                                   whatever the two dtypes; a float label that is not
+                                   an integer (NaN, infinities) is a ValueError
+    score (Q, G)                   a score matrix: float32, or float16 / bfloat16
+                                   (widened exactly to a float32 copy); float64 is
+                                   refused for now (cast it; exact float64 is
+                                   planned), or
     feat_q (Q, D), feat_g (G, D)   float32 features, scored tile by tile and never
                                    stored: similarity "cosine" (default) or "dot"
     same_set                       the query set is the gallery (labels_g and feat_g
@@ -486,7 +501,8 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
               device=None, chunk=None, similarity="cosine", progress=None, group=None):
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
     sklearn.metrics.roc_curve(y_true, y_score) on the flattened pairs
-    (drop_intermediate=True, thresholds[0] = inf).
+    (drop_intermediate=True, thresholds[0] = inf; half-precision scores as
+    their float32 values).
 
     Same inputs as evaluate(). Every distinct score is counted, so memory grows
     with the number of distinct scores (at most one per pair), plus `chunk`
@@ -501,14 +517,20 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
 
 
 def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
-                   index_b=None, mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
-                   far_rule="max_tpr", device=None, chunk=None, similarity="cosine",
-                   progress=None, group=None):
+                   index_b=None, pos_label=None, mode="exact", bins=1024, range=(-1.0, 1.0),
+                   fars=DEFAULT_FARS, far_rule="max_tpr", device=None, chunk=None,
+                   similarity="cosine", progress=None, group=None):
     """ROC of a list of N pairs: scikit-learn's (y_true, y_score) form, or the
     pairs of a verification protocol (IJB-B/C, LFW).
 
-    genuine (N,)                   bool, or integers 1 (genuine) / 0 (impostor)
-    score (N,) float32             the pairs' scores, or
+    genuine (N,)                   y_true: bool, integers, or floats holding integers
+                                   (an array or a list); pair t is genuine where
+                                   genuine[t] == pos_label
+    pos_label                      the value of the genuine pairs, as scikit-learn's
+                                   roc_curve takes it; None (default): 1, where
+                                   genuine's values lie within {0, 1} or within
+                                   {-1, 1} (bool included), else a ValueError
+    score (N,)                     the pairs' scores (dtypes as evaluate()'s), or
     feat_a (A, D), feat_b (B, D)   float32 features with index_a (N,) and index_b (N,)
     index_a, index_b               (int32 or int64): pair t is rows feat_a[index_a[t]]
                                    and feat_b[index_b[t]], scored as pair_scores
@@ -525,27 +547,30 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
 
     def run(options):
         return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
-                                index_a, index_b, device, group), options)[0]
+                                index_a, index_b, device, group, pos_label), options)[0]
     return _nearest_sklearn_exactly(run(options), options, run)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
-                    index_b=None, device=None, chunk=None, similarity="cosine", progress=None,
-                    group=None):
+                    index_b=None, pos_label=None, device=None, chunk=None, similarity="cosine",
+                    progress=None, group=None):
     """(fpr, tpr, thresholds) of a list of pairs, identical to
-    sklearn.metrics.roc_curve(genuine, score). Inputs as evaluate_pairs()."""
+    sklearn.metrics.roc_curve(genuine, score, pos_label=pos_label). Inputs as
+    evaluate_pairs()."""
     options = _distributed.checked("roc_curve_pairs", group, lambda: Options(
         "roc_curve_pairs", mode="curve", fars=(), chunk=chunk, similarity=similarity,
         progress=progress, modes=("curve",)))
     report, summary = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a,
-                                       feat_b, index_a, index_b, device, group), options)
+                                       feat_b, index_a, index_b, device, group, pos_label),
+                             options)
     return curve_arrays(summary)
 
 
 def pair_scores(feat_q, feat_g, similarity="cosine"):
     """The (Q, G) float32 scores evaluate() computes from these features: each an
     fp32 dot product (of L2-normalized rows, for cosine) accumulated in index
-    order. On the features' device, an array of feat_q's kind (_ffi.empty_like)."""
+    order. On the features' device, an array of feat_q's kind (_ffi.empty_like;
+    an output that cannot be allocated is a MemoryError naming pair_scores)."""
     fn = "pair_scores"
     choice(fn, "similarity", similarity, SIMILARITIES)
     require_array(fn, "feat_q", feat_q)
@@ -554,7 +579,8 @@ def pair_scores(feat_q, feat_g, similarity="cosine"):
         if len(x.shape) != 2:
             raise ValueError("%s: %s must be 2-D (N, D), got shape %s" % (fn, name,
                                                                          tuple(x.shape)))
-    out = _ffi.empty_like(feat_q, (feat_q.shape[0], feat_g.shape[0]), "float32")
+    out = _ffi.empty_like(feat_q, (feat_q.shape[0], feat_g.shape[0]), "float32", fn=fn,
+                          name="score")
     _ffi.check(ffi, lib, lib.roc_pair_scores(
         _ffi.describe(ffi, fn, "feat_q", feat_q), _ffi.describe(ffi, fn, "feat_g", feat_g),
         SIMILARITY_CODES[similarity], _ffi.describe(ffi, fn, "score", out, writable=True),

@@ -1,13 +1,15 @@
 """The evaluator's inputs, checked and converted before any C call: option
-values, arrays and where they live, and labels made integers the C side
-compares.
+values, arrays and where they live, scores made float32, labels made
+integers the C side compares, and y_true made the genuine flags it counts.
 
-Every error is a TypeError or ValueError (RuntimeError for devices) whose
-message starts with the public function's name.
+Every error is a TypeError or ValueError (RuntimeError for devices,
+MemoryError for memory) whose message starts with the public function's name
+and names the argument.
 """
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -92,10 +94,22 @@ def is_array(x):
 
 
 def require_array(fn, name, x):
+    """x, an array (torch, NumPy, anything with __dlpack__) on the CPU or a
+    CUDA device."""
     if not is_array(x):
         raise TypeError("%s: %s must be an array (torch, NumPy, or any with __dlpack__), got %s"
                         % (fn, name, type(x).__name__))
+    require_supported_device(fn, name, x)
     return x
+
+
+def require_supported_device(fn, name, x):
+    """The message of the DLPack path (_ffi) for an array that is neither on
+    the CPU nor on a CUDA device (a meta tensor, say), before anything tries
+    to read or move it."""
+    where = device_of(x)
+    if where is not None and where != "cpu" and not where.startswith("cuda:"):
+        raise _ffi.unsupported_device(fn, name, where)
 
 
 def device_of(x):
@@ -105,7 +119,10 @@ def device_of(x):
     if isinstance(x, np.ndarray):
         return "cpu"
     if hasattr(x, "__dlpack_device__"):
-        kind, index = x.__dlpack_device__()
+        try:
+            kind, index = x.__dlpack_device__()
+        except (ValueError, BufferError) as error:
+            return "a device DLPack cannot name (%s)" % error
         return {1: "cpu", 2: "cuda:%d" % index, 3: "cpu"}.get(int(kind), "dlpack device %d"
                                                                % int(kind))
     return None
@@ -138,98 +155,272 @@ def parse_device(fn, device, *arrays):
     raise ValueError("%s: device must be 'cpu', 'cuda' or 'cuda:N', got %r" % (fn, device))
 
 
-def as_torch(x):
+def from_dlpack(fn, name, x):
+    """A DLPack producer's array, zero-copy: a torch tensor (a NumPy array
+    where torch is not installed); a producer's refusal (byte-swapped data,
+    say) named as the DLPack path (_ffi) names it."""
+    try:
+        return _ffi.torch.from_dlpack(x) if _ffi.torch is not None else np.from_dlpack(x)
+    except (BufferError, RuntimeError, TypeError, ValueError) as error:
+        raise TypeError("%s: %s cannot be exported through DLPack: %s"
+                        % (fn, name, error)) from error
+
+
+def as_torch(fn, name, x, device=None):
+    """x as a torch tensor (zero-copy where it can be), on `device` if given."""
     torch = _ffi.torch
-    if _ffi.is_tensor(x):
-        return x
+    if torch is None:
+        raise RuntimeError("%s: %s: computing on %s needs torch" % (fn, name, device))
     if isinstance(x, np.ndarray):
-        return torch.from_numpy(x)
-    return torch.from_dlpack(x)
+        if x.dtype.kind in "iu":  # NumPy's other names of a width (longlong) as torch knows it
+            x = x.view(np.dtype(x.dtype.str))
+        try:
+            with warnings.catch_warnings():
+                # a read-only array: the tensor is only read (or copied)
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                x = torch.from_numpy(x)
+        except (TypeError, ValueError) as error:  # byte-swapped, or a dtype torch lacks
+            raise TypeError("%s: %s cannot be made a torch tensor: %s"
+                            % (fn, name, error)) from error
+    elif not _ffi.is_tensor(x):
+        x = from_dlpack(fn, name, x)
+    if device is None:
+        return x
+    try:
+        return x.to(device)
+    except (RuntimeError, AssertionError) as error:
+        raise _ffi.allocation_error(fn, name, x.shape, device, error) from error
 
 
-def to_device(x, device):
+def to_device(fn, name, x, device):
     """x on `device`: NumPy arrays stay NumPy for 'cpu'; anything else becomes
     a torch tensor there (zero-copy where it already is)."""
     if x is None:
         return None
+    require_supported_device(fn, name, x)
     if device == "cpu" and isinstance(x, np.ndarray):
         return x
-    if _ffi.torch is None:
-        raise RuntimeError("computing on %s needs torch" % device)
-    return as_torch(x).to(device)
-
-
-# ---------------------------------------------------------------------------
-# labels
-
-def _flat_labels(fn, name, labels, expected):
-    if labels is None or not (is_array(labels) or isinstance(labels, (list, tuple))):
-        raise TypeError("%s: %s must be an array of integer or float labels, got %s"
-                        % (fn, name, type(labels).__name__))
-    if isinstance(labels, (list, tuple)):
-        labels = np.asarray(labels)
-    elif not (isinstance(labels, np.ndarray) or _ffi.is_tensor(labels)):
-        labels = as_torch(labels) if _ffi.torch is not None else np.from_dlpack(labels)
-    if _ffi.is_tensor(labels):
-        kind = ("c" if labels.is_complex() else "f" if labels.dtype.is_floating_point
-                else "b" if labels.dtype == _ffi.torch.bool else "i")
-    else:
-        kind = labels.dtype.kind
-    if kind not in "biuf":
-        raise TypeError("%s: %s must hold integers or floats, got %s" % (fn, name, labels.dtype))
-    labels = labels.reshape(-1)
-    if expected is not None and labels.shape[0] != expected:
-        raise ValueError("%s: %s has %d elements but there are %d %s" % (
-            fn, name, labels.shape[0], expected,
-            "queries" if name == "labels_q" else "gallery entries"))
-    if kind == "f" and bool(labels.isnan().any() if _ffi.is_tensor(labels)
-                            else np.isnan(labels).any()):
-        raise ValueError("%s: %s contains NaN; a NaN label matches nothing" % (fn, name))
-    return labels
+    return as_torch(fn, name, x, device)
 
 
 def _host(x):
     return x.detach().cpu().numpy() if _ffi.is_tensor(x) else np.asarray(x)
 
 
-def _exact_int128(values):
-    """Integer labels as (high, low) int64 pairs: equal exactly when the
-    integers are (int64 and uint64 alike)."""
-    if values.dtype == np.uint64:
-        return np.stack([np.zeros(values.shape, np.int64), values.view(np.int64)], axis=1)
-    values = values.astype(np.int64)
-    return np.stack([np.where(values < 0, -1, 0).astype(np.int64), values], axis=1)
+def _numpy_dtype(x):
+    """x's dtype as a NumPy dtype (torch's named by NumPy's names)."""
+    return np.dtype(_ffi.dtype_name(x))
 
 
-def _mixed_codes(fn, labels_q, labels_g):
-    """Codes of labels of two dtypes, on the host, exact: integers (of any
-    width and sign) compared as integers, floats against integers only where
-    the float is that integer."""
-    q, g = _host(labels_q), _host(labels_g)
-    if q.dtype.kind == "b":
-        q = q.astype(np.int64)
-    if g.dtype.kind == "b":
-        g = g.astype(np.int64)
-    floats = [x for x in (q, g) if x.dtype.kind == "f"]
-    if floats:
-        # a float label can equal an integer label only if it is integral
-        # and the integer is exactly representable; otherwise compare as float64
-        ints = [x for x in (q, g) if x.dtype.kind in "iu"]
-        big = any(x.size and np.abs(x.astype(np.float64)).max() >= 2.0 ** 53 for x in ints)
-        if big:
-            if not all(np.all(np.isfinite(x)) and np.all(x == np.trunc(x)) and
-                       (not x.size or np.abs(x).max() < 2.0 ** 63) for x in floats):
-                raise ValueError("%s: labels_q is %s and labels_g is %s: integer labels beyond "
-                                 "2^53 cannot be matched exactly against fractional float "
-                                 "labels; give both as one dtype" % (fn, q.dtype, g.dtype))
-            q, g = (x.astype(np.int64) if x.dtype.kind == "f" else x for x in (q, g))
-        else:
-            q, g = q.astype(np.float64), g.astype(np.float64)
-    if q.dtype.kind == "f":
-        values, codes = np.unique(np.concatenate([q, g]), return_inverse=True)
+def _representable(values, dtype):
+    """Which of `values` (a NumPy array of bool, integers or floats) `dtype`
+    holds exactly: integers by range, floats by a round trip (NaN is held by
+    every float dtype), integers in a float dtype where the float rounds back
+    to the integer itself."""
+    source = values.dtype
+    if source.kind == "b":
+        values, source = values.astype(np.uint8), np.dtype(np.uint8)
+    with np.errstate(all="ignore"):
+        if dtype.kind == "b":
+            return (values == 0) | (values == 1)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            if source.kind in "iu":
+                return (values >= info.min) & (values <= info.max)
+            # the bounds as floats are powers of two (exact): [min, max + 1)
+            return (np.isfinite(values) & (values == np.trunc(values)) &
+                    (values >= float(info.min)) & (values < float(info.max + 1)))
+        rounded = values.astype(dtype)
+        if source.kind == "f":
+            return (rounded.astype(source) == values) | np.isnan(values)
+        info = np.iinfo(source)
+        wide = rounded.astype(np.float64)  # exact: every float16/32/64 is a float64
+        inside = (wide >= float(info.min)) & (wide < float(info.max + 1))
+        return inside & (np.where(inside, wide, 0).astype(source) == values)
+
+
+def cast_exactly(fn, name, x, dtype, whose):
+    """x (a torch tensor or NumPy array) in `dtype` (a NumPy dtype) where
+    dtype holds every value of x exactly, checked on the host; else a
+    ValueError naming the first value it does not hold and `whose` dtype it
+    is. Never a promotion: the caller's dtype stays."""
+    if _numpy_dtype(x) == dtype:
+        return x
+    values = _host(x)
+    held = _representable(values, dtype)
+    if not held.all():
+        value = values[np.flatnonzero(~held)[0]].item()
+        raise ValueError("%s: %s is %s and holds %r, which %s (%s) cannot hold exactly"
+                         % (fn, name, values.dtype.name, value, whose, dtype.name))
+    if _ffi.is_tensor(x):
+        return x.to(getattr(_ffi.torch, dtype.name))
+    return x.astype(dtype)
+
+
+# ---------------------------------------------------------------------------
+# scores
+
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+def require_score_dtype(fn, name, x):
+    """Scores of a dtype the evaluator takes (float32, or half precision that
+    float32_scores widens); float64 refused, saying how to cast (exact
+    float64 scores are planned: this is the one place that refuses them).
+    Called before the scores are moved anywhere, and by float32_scores after
+    (a producer may show its dtype only once converted)."""
+    try:
+        dtype = _ffi.dtype_name(x)
+    except (AttributeError, TypeError):  # a DLPack producer without a dtype NumPy reads
+        return x
+    if dtype == "float32" or dtype in HALF_DTYPES:
+        return x
+    if dtype == "float64":
+        raise TypeError("%s: %s is float64, which the evaluator does not take yet (exact "
+                        "float64 scores are planned); cast it with %s.astype(numpy.float32) "
+                        "or %s.float() if float32 is enough: scores that float32 cannot tell "
+                        "apart then tie, and the curve can differ from scikit-learn's on the "
+                        "float64 scores" % (fn, name, name, name))
+    raise TypeError("%s: %s must be float32, float16 or bfloat16 (half precision is widened "
+                    "to float32 exactly), got %s" % (fn, name, dtype))
+
+
+def float32_scores(fn, name, x):
+    """Scores (a NumPy array or torch tensor) as the evaluator reads them:
+    float32 as they are; float16 and bfloat16 widened into a new contiguous
+    float32 array (exactly: every half value is a float32 value); other
+    dtypes refused by require_score_dtype."""
+    if x is None or _ffi.dtype_name(require_score_dtype(fn, name, x)) not in HALF_DTYPES:
+        return x
+    if _ffi.is_tensor(x):
+        return x.to(_ffi.torch.float32, memory_format=_ffi.torch.contiguous_format)
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def require_float32(fn, name, x):
+    """Features: float32 (the evaluator scores them in fp32, as pair_scores)."""
+    if _ffi.dtype_name(x) != "float32":
+        raise TypeError("%s: %s must be float32, got %s" % (fn, name, _ffi.dtype_name(x)))
+    return x
+
+
+# ---------------------------------------------------------------------------
+# labels
+
+def label_array(fn, name, labels, expected=None, counted="queries", flat=True):
+    """labels as a flat NumPy array or torch tensor of bool, integers, or
+    floats holding integers, on the device it is on (a list or tuple as a
+    NumPy array; torch floats NumPy lacks, such as bfloat16, widened exactly
+    to float32; unsigned integers torch cannot reduce, to int64). A float
+    that is not an integer (NaN and infinities included) is refused;
+    `expected` is the number of elements there must be, `counted` what
+    they are; flat=False refuses labels that are not 1-D instead of
+    flattening them."""
+    if isinstance(labels, (list, tuple)):
+        labels = _sequence_labels(fn, name, labels)
+    elif labels is None or not is_array(labels):
+        raise TypeError("%s: %s must be an array of integer or float labels, got %s"
+                        % (fn, name, type(labels).__name__))
     else:
-        rows = np.concatenate([_exact_int128(q), _exact_int128(g)])
-        values, codes = np.unique(rows, axis=0, return_inverse=True)
+        require_supported_device(fn, name, labels)
+        if not (isinstance(labels, np.ndarray) or _ffi.is_tensor(labels)):
+            labels = from_dlpack(fn, name, labels)
+    if _ffi.is_tensor(labels):
+        torch = _ffi.torch
+        kind = ("c" if labels.is_complex() else "f" if labels.dtype.is_floating_point
+                else "b" if labels.dtype == torch.bool else "i")
+        if kind == "f" and labels.dtype not in (torch.float16, torch.float32, torch.float64):
+            labels = labels.to(torch.float32)
+        elif labels.dtype in (getattr(torch, "uint16", None), getattr(torch, "uint32", None)):
+            labels = labels.to(torch.int64)
+    else:
+        kind = labels.dtype.kind
+    if kind not in "biuf":
+        raise TypeError("%s: %s must hold bool, integers, or floats holding integers, got %s"
+                        % (fn, name, labels.dtype))
+    if not flat and len(labels.shape) != 1:
+        raise ValueError("%s: %s must be 1-D (N,), got shape %s"
+                         % (fn, name, tuple(labels.shape)))
+    labels = labels.reshape(-1)
+    if expected is not None and labels.shape[0] != expected:
+        raise ValueError("%s: %s has %d elements but there are %d %s" % (
+            fn, name, labels.shape[0], expected, counted))
+    if kind == "f":
+        _require_integers(fn, name, labels)
+    return labels
+
+
+def _sequence_labels(fn, name, values):
+    """A list or tuple of labels as a NumPy array; Python integers that int64
+    cannot hold all of as uint64 (NumPy would make them float64, merging
+    neighbours beyond 2^53)."""
+    try:
+        labels = np.asarray(values)
+    except ValueError as error:  # ragged
+        raise TypeError("%s: %s must be a flat sequence of labels: %s"
+                        % (fn, name, error)) from error
+    if labels.dtype.kind in "fO" and labels.ndim == 1 and \
+            all(isinstance(v, numbers.Integral) for v in values):
+        for dtype in (np.int64, np.uint64):
+            try:
+                return np.array(values, dtype=dtype)
+            except OverflowError:
+                pass
+        raise ValueError("%s: %s holds integers that neither int64 nor uint64 holds all of"
+                         % (fn, name))
+    return labels
+
+
+def _require_integers(fn, name, labels):
+    """Float labels must hold integers: one pass (x - trunc(x) is nonzero
+    for a fraction, and NaN for NaN and infinities)."""
+    if _ffi.is_tensor(labels):
+        bad = bool(((labels - labels.trunc()) != 0).any())
+    else:
+        with np.errstate(invalid="ignore"):
+            bad = bool(((labels - np.trunc(labels)) != 0).any())
+    if not bad:
+        return
+    values = _host(labels)
+    with np.errstate(invalid="ignore"):
+        first = values[np.flatnonzero((values - np.trunc(values)) != 0)[0]].item()
+    if math.isnan(first):
+        raise ValueError("%s: %s contains NaN; a NaN label matches nothing" % (fn, name))
+    raise ValueError("%s: %s holds %r, which is not an integer: labels are bool, integers, "
+                     "or floats holding integers" % (fn, name, first))
+
+
+def _exact_keys(values):
+    """Labels of any of label_array's dtypes as (high, low) int64 rows, equal
+    exactly where the labels are: an integer v in [-2^63, 2^64) (of an
+    integer dtype, or a float holding it) as (-1 if v < 0 else 0, v's 64 bits);
+    a float beyond that range, which no integer label equals, as (+-2, its
+    float64 bits)."""
+    rows = np.zeros((values.shape[0], 2), np.int64)
+    if values.dtype.kind == "f":
+        wide = values.astype(np.float64) + 0.0  # -0 as +0
+        rows[:, 0] = np.where(wide < 0, -1, 0)
+        signed = (wide >= -2.0 ** 63) & (wide < 2.0 ** 63)
+        unsigned = (wide >= 2.0 ** 63) & (wide < 2.0 ** 64)
+        beyond = ~(signed | unsigned)
+        rows[signed, 1] = wide[signed].astype(np.int64)
+        rows[unsigned, 1] = wide[unsigned].astype(np.uint64).view(np.int64)
+        rows[beyond, 0] = np.where(wide[beyond] < 0, -2, 2)
+        rows[beyond, 1] = wide[beyond].view(np.int64)
+    elif values.dtype == np.uint64:
+        rows[:, 1] = values.view(np.int64)
+    else:
+        rows[:, 1] = values.astype(np.int64)
+        rows[:, 0] = np.where(rows[:, 1] < 0, -1, 0)
+    return rows
+
+
+def _mixed_codes(labels_q, labels_g):
+    """Codes of labels of two dtypes, made on the host: the labels' exact
+    keys numbered by their distinct values."""
+    q, g = _host(labels_q), _host(labels_g)
+    rows = np.concatenate([_exact_keys(q), _exact_keys(g)])
+    _, codes = np.unique(rows, axis=0, return_inverse=True)
     codes = codes.reshape(-1).astype(np.int32)
     return codes[:q.shape[0]], codes[q.shape[0]:]
 
@@ -283,13 +474,133 @@ def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
     synchronization; torch int32 and int64 labels pass untouched), integers
     of two dtypes that int64 holds widened to it; other labels of two dtypes
     as codes of their distinct values, made on the host."""
-    labels_q = _flat_labels(fn, "labels_q", labels_q, n_query)
-    labels_g = _flat_labels(fn, "labels_g", labels_g, n_gallery)
+    labels_q = label_array(fn, "labels_q", labels_q, n_query, "queries")
+    labels_g = label_array(fn, "labels_g", labels_g, n_gallery, "gallery entries")
     same_kind = _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g)
     if same_kind and labels_q.dtype == labels_g.dtype:
         labels_q, labels_g = _comparable(labels_q), _comparable(labels_g)
     elif same_kind and _int64_exact(labels_q) and _int64_exact(labels_g):
         labels_q, labels_g = _widened(labels_q), _widened(labels_g)
     else:
-        labels_q, labels_g = _mixed_codes(fn, labels_q, labels_g)
-    return to_device(labels_q, device), to_device(labels_g, device)
+        labels_q, labels_g = _mixed_codes(labels_q, labels_g)
+    return (to_device(fn, "labels_q", labels_q, device),
+            to_device(fn, "labels_g", labels_g, device))
+
+
+def host_labels(fn, name, labels):
+    """Labels as a flat NumPy array on the host, checked as label_array checks them."""
+    return _host(label_array(fn, name, labels))
+
+
+# ---------------------------------------------------------------------------
+# y_true of a list of pairs: the genuine flags
+
+# what the C side counts as genuine flags (0 and 1 of these dtypes)
+FLAG_DTYPES = ("bool", "int8", "uint8", "int32", "int64")
+
+
+def genuine_flags(fn, name, y_true, pos_label=None, classes=None, takes_pos_label=True):
+    """(flags, classes): y_true (bool, integers, or floats holding integers)
+    as the genuine flags the C side counts, as scikit-learn's roc_curve makes
+    them: the pairs whose y_true equals pos_label; pos_label=None means 1,
+    where y_true's values are within {0, 1} or within {-1, 1}, and is an
+    error otherwise.
+
+    classes: where this y_true is one part of the pairs (a batch of a stream,
+    a rank's share), the values of the parts so far (a set, empty for the
+    first), which the default rule then covers with this part's; the
+    returned classes are all of them. None: y_true is all of the pairs (the
+    returned classes are then None where nothing needed them).
+    takes_pos_label: whether fn has a pos_label to suggest in an error."""
+    y = label_array(fn, name, y_true, flat=False)
+    if pos_label is not None:
+        return _equal_flags(y, _positive_class(fn, pos_label)), classes
+    if classes is None and _ffi.dtype_name(y) == "bool":
+        return y, None  # within {0, 1}: nothing to check
+    seen = set(classes or ())
+    found = _binary_classes(y)
+    if found is None:
+        found = set(np.unique(_host(y)).tolist())
+    classes = require_default_classes(fn, name, seen | found,
+                                      " (this batch and the earlier ones)" if seen else "",
+                                      takes_pos_label)
+    if -1 in classes or _ffi.dtype_name(y) not in FLAG_DTYPES:
+        return _equal_flags(y, 1), classes
+    return y, classes
+
+
+def require_default_classes(fn, name, classes, where="", takes_pos_label=True):
+    """classes (y_true's values, a set), where scikit-learn's default
+    pos_label (1) applies to them: within {0, 1} or within {-1, 1}; else its
+    ValueError, saying `where` the values were found (and, where fn takes
+    one, that pos_label would do)."""
+    if classes <= {0, 1} or classes <= {-1, 1}:
+        return classes
+    shown = sorted(classes)
+    listed = ", ".join(repr(v) for v in shown[:10]) + (", ..." if len(shown) > 10 else "")
+    raise ValueError("%s: %s takes values in {%s}%s%s: give %s as bool, or with values in "
+                     "{0, 1} or {-1, 1}%s" % (
+                         fn, name, listed, where,
+                         " and pos_label is not given" if takes_pos_label else "", name,
+                         ", or pass pos_label (the value of the genuine pairs)"
+                         if takes_pos_label else ""))
+
+
+def _binary_classes(y):
+    """The set of y's values where they lie within {-1, 0, 1}, else None; from
+    y's extremes (one pass; the zero count only where -1 and 1 both are)."""
+    if y.shape[0] == 0:
+        return set()
+    if _ffi.dtype_name(y) == "bool":
+        lo, hi = bool(y.all()), bool(y.any())
+    elif _ffi.is_tensor(y) and y.dtype != getattr(_ffi.torch, "uint64", None):
+        lo, hi = (v.item() for v in _ffi.torch.aminmax(y))
+    else:  # NumPy, and torch's uint64 (which it cannot reduce)
+        host = _host(y)
+        lo, hi = host.min().item(), host.max().item()
+    lo, hi = int(lo), int(hi)
+    if 0 <= lo and hi <= 1:
+        return {lo, hi}
+    if lo != -1 or hi > 1:
+        return None
+    return {-1, hi} | ({0} if hi == 1 and bool((y == 0).any()) else set())
+
+
+def _positive_class(fn, pos_label):
+    """pos_label as a Python int (bool, integers, floats holding integers)."""
+    if isinstance(pos_label, (bool, np.bool_, numbers.Integral)):
+        return int(pos_label)
+    if isinstance(pos_label, numbers.Real):
+        if math.isfinite(pos_label) and float(pos_label).is_integer():
+            return int(pos_label)
+        raise ValueError("%s: pos_label must be an integer (labels are bool, integers, or floats "
+                         "holding integers), got %r" % (fn, pos_label))
+    raise TypeError("%s: pos_label must be a number (the value that marks the genuine pairs), "
+                    "or None, got %r" % (fn, pos_label))
+
+
+def _equal_flags(y, value):
+    """y == value (an int), exactly: a value y's dtype cannot hold equals
+    nothing (NumPy and torch would round it to one the dtype holds)."""
+    if not _holds(_numpy_dtype(y), value):
+        if _ffi.is_tensor(y):
+            return _ffi.torch.zeros(y.shape, dtype=_ffi.torch.bool, device=y.device)
+        return np.zeros(y.shape, np.bool_)
+    if _ffi.is_tensor(y):
+        return y == _ffi.torch.tensor(value, dtype=y.dtype, device=y.device)
+    return y == _numpy_dtype(y).type(value)
+
+
+def _holds(dtype, value):
+    """Whether NumPy dtype `dtype` holds the integer `value` exactly."""
+    if dtype.kind == "b":
+        return value in (0, 1)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min <= value <= info.max
+    try:
+        with np.errstate(over="ignore"):
+            nearest = dtype.type(value)
+    except OverflowError:  # beyond float64
+        return False
+    return bool(np.isfinite(nearest)) and int(nearest) == value
