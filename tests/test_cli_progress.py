@@ -62,18 +62,32 @@ def test_a_quick_pass_writes_no_line():
 
 def test_every_pass_is_shown_and_counted():
     """A pass ends at done == total; the next call starts another, and so
-    does a count that goes back."""
+    does a count that goes back. Each pass's time runs from the end of the
+    one before."""
     clock, stream = Clock(), Stream(False)
     progress = Progress("lines", "ext-roc", stream, clock)
-    feed(progress, clock, [(0, 50, 100), (10, 100, 100),        # pass 1
+    feed(progress, clock, [(4, 50, 100), (10, 100, 100),        # pass 1
                            (11, 30, 60), (22, 60, 60),          # pass 2
                            (23, 10, 60), (40, 20, 60),          # pass 3
                            (41, 5, 60)])                        # pass 4
     assert stream.getvalue().splitlines() == [
         "ext-roc: 100.0% of 100 pairs, 10 s, done",
-        "ext-roc: pass 2: 100.0% of 60 pairs, 11 s, done",
-        "ext-roc: pass 3: 33.3% of 60 pairs, 17 s, about 34 s left"]
+        "ext-roc: pass 2: 100.0% of 60 pairs, 12 s, done",
+        "ext-roc: pass 3: 33.3% of 60 pairs, 18 s, about 36 s left"]
     assert progress.passes == 4
+
+
+def test_a_pass_that_counts_on_from_the_passes_before():
+    """Pass 2 reporting the pairs of both passes (100 + done of 200): its time
+    left comes from the pairs it counted itself."""
+    clock, stream = Clock(), Stream(False)
+    progress = Progress("lines", "ext-roc", stream, clock)
+    feed(progress, clock, [(5, 50, 100), (10, 100, 100), (20, 150, 200), (30, 200, 200)])
+    assert stream.getvalue().splitlines() == [
+        "ext-roc: 100.0% of 100 pairs, 10 s, done",
+        "ext-roc: pass 2: 75.0% of 200 pairs, 10 s, about 10 s left",
+        "ext-roc: pass 2: 100.0% of 200 pairs, 20 s, done"]
+    assert progress.passes == 2
 
 
 def test_a_bar_on_a_terminal():
@@ -82,13 +96,13 @@ def test_a_bar_on_a_terminal():
     assert progress.mode == "bar"
     feed(progress, clock, [(0.5, 10, 100),                      # too soon for a bar
                            (2, 50, 100), (4, 100, 100),         # drawn, ended
-                           (5, 0, 100), (7, 60, 100)])          # pass 2, left open
+                           (4.5, 0, 100), (7, 60, 100)])        # pass 2, left open
     progress.close()
     half = "[###############               ] 50.0% of 100 pairs, 2 s, about 2 s left"
     whole = "[##############################] 100.0% of 100 pairs, 4 s, done"
     assert stream.getvalue().split("\n") == [
         "\r" + half + "\r" + whole.ljust(len(half)),   # spaces over the longer line's end
-        "\r[##################            ] pass 2: 60.0% of 100 pairs, 2 s, about 1 s left", ""]
+        "\r[##################            ] pass 2: 60.0% of 100 pairs, 3 s, about 2 s left", ""]
 
 
 def test_never_writes_nothing_but_counts():

@@ -4,6 +4,9 @@ place on a terminal, a line every LINE_SECONDS elsewhere (a batch job's log).
 The evaluator calls progress(done, total) after each step of a pass over the
 pairs; a pass ends at done == total, and a call after that, or one whose
 count went back, starts another pass (a rule's second pass), shown as such.
+A later pass may count from zero, or on from where the passes before it
+ended (with a total that includes theirs): the time left is estimated from
+the pairs counted in the pass itself either way.
 """
 
 import sys
@@ -40,16 +43,21 @@ class Progress:
         self.line_seconds = LINE_SECONDS
         self.passes = 0
         self.done = self.total = 0
+        self.started = self.last_call = self.last_line = clock()   # the pass's start
+        self.base = 0           # the count at the pass's start
         self.bar_open = False   # a bar drawn, its line not ended yet
         self.bar_length = 0
 
     def __call__(self, done, total):
         now = self.clock()
-        if self.passes == 0 or self.done >= self.total or done < self.done:
+        if self.passes == 0:
+            self.passes = 1
+        elif self.done >= self.total or done < self.done:   # another pass
             self.end_bar()
             self.passes += 1
-            self.started = self.last_line = now
-        self.done, self.total = done, total
+            self.base = self.done if done >= self.done else 0
+            self.started = self.last_line = self.last_call
+        self.done, self.total, self.last_call = done, total, now
         elapsed = now - self.started
         if self.mode == "bar" and (self.bar_open or elapsed >= BAR_AFTER_SECONDS):
             self.draw_bar(elapsed)
@@ -66,9 +74,10 @@ class Progress:
                                              duration(elapsed))
         if self.done >= self.total:
             return text + ", done"
-        if self.done == 0:
+        counted = self.done - self.base
+        if counted <= 0:
             return text
-        return text + ", about %s left" % duration(elapsed * (self.total - self.done) / self.done)
+        return text + ", about %s left" % duration(elapsed * (self.total - self.done) / counted)
 
     def draw_bar(self, elapsed):
         fraction = self.done / self.total if self.total else 1.0

@@ -567,9 +567,10 @@ def run(args, processes):
     processes.together(lambda: check_outputs(args) if lead else None)
     start = time.perf_counter()
     make_job = pairs_job if args.pairs else same_set_job if args.same_set else two_sets_job
-    raised = []
-    job = processes.together(lambda: recording_warnings(lambda: make_job(args), raised))
-    job.warnings += raised
+    loading_warnings = []
+    job = processes.together(lambda: recording_warnings(lambda: make_job(args),
+                                                        loading_warnings))
+    job.warnings += loading_warnings
     loaded = time.perf_counter()
     if lead:
         say_warnings(job.warnings)
@@ -583,16 +584,17 @@ def run(args, processes):
     options = dict(mode=args.mode, bins=args.bins, range=tuple(args.range), fars=tuple(args.far),
                    far_rule=args.far_rule, device=device, chunk=args.chunk,
                    similarity=args.similarity, progress=progress)
-    raised = []
+    counting_warnings = []
     try:
-        report = recording_warnings(lambda: job.evaluate(options, processes.distributed), raised)
+        report = recording_warnings(lambda: job.evaluate(options, processes.distributed),
+                                    counting_warnings)
     finally:
         progress.close()
     done = time.perf_counter()
     if not lead:
         return
-    say_warnings(raised)
-    job.warnings += raised
+    say_warnings(counting_warnings)
+    job.warnings += counting_warnings
     timing = {"load_s": loaded - start, "evaluate_s": done - loaded, "passes": progress.passes}
     print(report.table())
     print("%.3f s (loading %.3f s, evaluation %.3f s)" % (done - start, loaded - start,
