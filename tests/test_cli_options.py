@@ -109,6 +109,11 @@ def test_ext_roc_without_torch_or_matplotlib(sets, capsys, args):
     assert without_run_details(alone_json) == without_run_details(torch_json)
 
 
+def blog_counts(out):
+    """ext-roc11's `num_real_true, false` line."""
+    return [line for line in out.splitlines() if line.startswith("num_real_true")]
+
+
 def test_ext_roc11_without_torch_or_matplotlib(sets, capsys):
     """It computes with NumPy and cpu_roc, says that there is no plot and why,
     and prints the blog's counts as with torch (this process has it)."""
@@ -120,11 +125,20 @@ def test_ext_roc11_without_torch_or_matplotlib(sets, capsys):
     assert "or no torch" in alone.stdout
     status, out, err = call(roc11.main, ["query.npz", "gallery.npz", "--no-plot"], capsys)
     assert status == 0, err
-
-    def counts(out):
-        return [line for line in out.splitlines() if line.startswith("num_real_true")]
-    assert counts(alone.stdout) == counts(out) != []
+    assert blog_counts(alone.stdout) == blog_counts(out) != []
     assert not [name for name in os.listdir(sets) if name.endswith(".png")]
+
+
+@pytest.mark.gpu
+def test_ext_roc11_on_the_gpu_counts_what_numpy_does(sets, capsys):
+    """With torch and a GPU: gpu_roc, the same totals as NumPy and cpu_roc."""
+    alone = script_without(["torch", "matplotlib"], "roc11.py", "query.npz", "gallery.npz",
+                           cwd=sets)
+    assert alone.returncode == 0, alone.stderr
+    status, out, err = call(roc11.main, ["query.npz", "gallery.npz", "--no-plot"], capsys)
+    assert status == 0, err
+    assert "gpu_roc histogram on cuda" in out
+    assert blog_counts(alone.stdout) == blog_counts(out) != []
 
 
 def test_ext_roc11_plots_where_matplotlib_is(sets, capsys):
