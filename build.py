@@ -100,27 +100,45 @@ def default_arch(nvcc):
     return [a for a in re.findall(r"^compute_(\d+)$", listed, re.M) if low <= int(a) <= high]
 
 
+class NoCuda:
+    """Why a build is CPU-only: str() is the build log's reason; `why` and
+    `remedy` are what the modules' CUDA entry points say (ext_no_cuda)."""
+
+    def __init__(self, reason, why, remedy):
+        self.reason, self.why, self.remedy = reason, why, remedy
+
+    def __str__(self):
+        return self.reason
+
+
 def find_cuda(environ=None):
-    """(Cuda, None) for the toolkit the environment names, or (None, reason)
+    """(Cuda, None) for the toolkit the environment names, or (None, NoCuda)
     when the build is to be CPU-only."""
     environ = os.environ if environ is None else environ
     home = environ.get("CUDA_HOME", "").strip()
     if "NVCC" in environ:
         nvcc = environ["NVCC"].strip()
         if not nvcc:
-            return None, "NVCC is set empty"
+            return None, NoCuda("NVCC is set empty", "NVCC was set empty at build time, "
+                                "a CPU-only build", "rebuild with NVCC unset or naming an nvcc")
     elif home:
         nvcc = os.path.join(home, "bin", "nvcc")
     else:
         nvcc = shutil.which("nvcc")
         if nvcc is None:
-            return None, "nvcc not found (set CUDA_HOME or put nvcc on PATH)"
+            return None, NoCuda("nvcc not found (set CUDA_HOME or put nvcc on PATH)",
+                                "nvcc was not found at build time",
+                                "rebuild with nvcc on PATH or CUDA_HOME set")
     nvcc = shutil.which(nvcc)
     if nvcc is None:
-        return None, "no nvcc at %s" % (environ.get("NVCC") or os.path.join(home, "bin", "nvcc"))
+        where = environ.get("NVCC") or os.path.join(home, "bin", "nvcc")
+        return None, NoCuda("no nvcc at %s" % where, "there was no nvcc at %s at build time"
+                            % where, "rebuild with NVCC or CUDA_HOME naming a CUDA toolkit")
     arch = environ.get("CUDA_ARCH", "").replace(",", " ").split() or default_arch(nvcc)
     if not arch:
-        return None, "%s supports none of sm_%d to sm_%d" % ((nvcc,) + DEFAULT_ARCH_RANGE)
+        supports = "%s supports none of sm_%d to sm_%d" % ((nvcc,) + DEFAULT_ARCH_RANGE)
+        return None, NoCuda(supports, supports, "rebuild with CUDA_ARCH naming the GPUs' "
+                                                "compute capabilities")
     for a in arch:
         if not re.fullmatch(r"\d+[af]?", a):
             raise SystemExit("build.py: CUDA_ARCH=%r: expected compute capabilities such as "
@@ -254,12 +272,24 @@ def family_files(op, suffix, candidates):
     return sorted(keep)
 
 
-def module_settings(op, cuda, cuda_objects, sanitize=False):
-    """set_source's arguments for family `op`, and whether it has CUDA."""
+NO_CUDA_OBJECTS = NoCuda("no CUDA objects", "its CUDA objects were not built",
+                         "rebuild with `make` or `pip install .`")
+
+
+def c_string(text):
+    """text as a C string literal, for a -D definition."""
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def module_settings(op, cuda, cuda_objects, sanitize=False, no_cuda=None):
+    """set_source's arguments for family `op`, and whether it has CUDA. A
+    module without CUDA is told why (no_cuda, a NoCuda), for its CUDA entry
+    points' error."""
     objects = family_files(op, ".o", [os.path.abspath(o) for o in cuda_objects])
     with_cuda = cuda is not None and any(os.path.basename(o).startswith(op) for o in objects)
     if not with_cuda:
         objects = []
+        no_cuda = no_cuda if cuda is None and no_cuda is not None else NO_CUDA_OBJECTS
     compile_args = C_FLAGS + (SANITIZE_FLAGS if sanitize else [])
     link_args = ["-fopenmp", "-Wl,--exclude-libs,ALL"] + (SANITIZE_FLAGS if sanitize else [])
     libraries, library_dirs = ["m"], []
@@ -272,8 +302,10 @@ def module_settings(op, cuda, cuda_objects, sanitize=False):
     settings = dict(
         sources=family_files(op, ".c", glob.glob(os.path.join(ROOT, "src", "*.c"))),
         include_dirs=[os.path.join(ROOT, "src")],
-        define_macros=[("EXT_MODULE", '"%s"' % op)] +
-                      ([("EXT_WITH_CUDA", "1")] if with_cuda else []),
+        define_macros=[("EXT_MODULE", c_string(op))] +
+                      ([("EXT_WITH_CUDA", "1")] if with_cuda else
+                       [("EXT_NO_CUDA_WHY", c_string(no_cuda.why)),
+                        ("EXT_NO_CUDA_REMEDY", c_string(no_cuda.remedy))]),
         extra_compile_args=compile_args,
         extra_objects=objects,
         libraries=libraries,
@@ -283,12 +315,13 @@ def module_settings(op, cuda, cuda_objects, sanitize=False):
     return settings, with_cuda
 
 
-def build_module(op, target, cuda, cuda_objects, tmpdir, sanitize=False):
+def build_module(op, target, cuda, cuda_objects, tmpdir, sanitize=False, no_cuda=None):
     """Compile family `op`'s cffi module to the file `target`, unless the one
-    there was built from the same inputs; returns whether it has CUDA."""
+    there was built from the same inputs; returns whether it has CUDA. no_cuda:
+    find_cuda's NoCuda where cuda is None."""
     from cffi import FFI, __version__ as cffi_version
 
-    settings, with_cuda = module_settings(op, cuda, cuda_objects, sanitize)
+    settings, with_cuda = module_settings(op, cuda, cuda_objects, sanitize, no_cuda)
     cdef = cdef_text("src/ext_tensor.h") + cdef_text("src/%s.h" % op)
     preamble = '#include "ext_tensor.h"\n#include "%s.h"\n' % op
     record = os.path.join(tmpdir, op + ".sig")
@@ -366,8 +399,14 @@ def main(argv=None):
                         help="compile one standalone .cu into a shared library, nothing else")
     args = parser.parse_args(argv)
 
-    cuda, reason = (None, "--sanitize" if args.sanitize else "--cpu-only") \
-        if args.cpu_only or args.sanitize else find_cuda()
+    if args.sanitize:
+        cuda, reason = None, NoCuda("--sanitize", "the sanitizer build (build.py --sanitize) is "
+                                    "CPU-only", "use the modules `make` builds")
+    elif args.cpu_only:
+        cuda, reason = None, NoCuda("--cpu-only", "build.py --cpu-only",
+                                    "rebuild without --cpu-only")
+    else:
+        cuda, reason = find_cuda()
     if args.sanitizer_runtimes:
         print(" ".join(sanitizer_runtimes()))
         return 0
@@ -380,7 +419,7 @@ def main(argv=None):
         return 0
     if args.shared_library:
         if cuda is None:
-            parser.error("--shared-library needs nvcc: " + reason)
+            parser.error("--shared-library needs nvcc: %s" % reason)
         build_shared_library(cuda, *args.shared_library)
         return 0
 
@@ -395,7 +434,7 @@ def main(argv=None):
         copy_package(out_root)
     for op in op_families():
         build_module(op, os.path.join(out_root, "_ext", op, module_file(op)), cuda, objects,
-                     os.path.join(build_dir, "cffi"), args.sanitize)
+                     os.path.join(build_dir, "cffi"), args.sanitize, reason)
     return 0
 
 

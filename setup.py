@@ -31,11 +31,11 @@ class BuildCffiModules(build_ext):
     """build_ext whose extensions are build.py's modules, one per op family."""
 
     def run(self):
-        self.cuda, reason = ext_build.find_cuda()
+        self.cuda, self.no_cuda = ext_build.find_cuda()
         if self.cuda is None:
             # pip shows the build's output with -v; the installed modules say
             # it too (built_with_cuda, and the CUDA entry points' error).
-            self.warn(ext_build.cpu_only_message(reason))
+            self.warn(ext_build.cpu_only_message(self.no_cuda))
             self.cuda_objects = []
         else:
             self.cuda_objects = ext_build.compile_cuda_objects(
@@ -45,7 +45,7 @@ class BuildCffiModules(build_ext):
     def build_extension(self, ext):
         op = ext.name.split(".")[1]
         ext_build.build_module(op, self.get_ext_fullpath(ext.name), self.cuda, self.cuda_objects,
-                               os.path.join(self.build_temp, "cffi"))
+                               os.path.join(self.build_temp, "cffi"), no_cuda=self.no_cuda)
 
 
 setup(

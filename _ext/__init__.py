@@ -6,3 +6,7 @@
 Each op family is a subpackage whose generated module (_<op>*.so) is built by
 `make` (build.py); the subpackage's __init__ is the thin Python wrapper.
 """
+
+# The one place the version is written: pyproject.toml reads it, the commands
+# print it (--version) and record it in their JSON.
+__version__ = "0.1.0"

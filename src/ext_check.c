@@ -48,12 +48,15 @@ int ext_cuda_fail(const char *fn, int err)
 }
 #endif
 
+#ifndef EXT_WITH_CUDA
+/* build.py says why this build has no CUDA and how to get it */
 int ext_no_cuda(const char *fn, const char *instead)
 {
-    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.%s was built without CUDA (nvcc was not found at "
-                    "build time); rebuild with nvcc on PATH, or %s", fn, EXT_MODULE,
+    return ext_fail(EXT_ERR_NO_CUDA, "%s: _ext.%s was built without CUDA (%s); %s, or %s", fn,
+                    EXT_MODULE, EXT_NO_CUDA_WHY, EXT_NO_CUDA_REMEDY,
                     instead ? instead : "pass CPU tensors");
 }
+#endif
 
 /* the test hook's count of host allocations left to fail */
 static atomic_int failing_host_allocations;

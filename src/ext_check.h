@@ -60,8 +60,10 @@ int ext_check_like(const char *fn, const char *name, const ext_tensor *t, const 
  * Only in builds with CUDA. */
 int ext_cuda_fail(const char *fn, int err);
 /* The status and message of a CUDA entry point in a build without CUDA:
- * "<fn>: _ext.<module> was built without CUDA (...); rebuild with nvcc on PATH,
- * or <instead>" (NULL: "pass CPU tensors"). EXT_MODULE is set by build.py. */
+ * "<fn>: _ext.<module> was built without CUDA (<why>); <remedy>, or <instead>"
+ * (NULL: "pass CPU tensors"). build.py sets EXT_MODULE, and EXT_NO_CUDA_WHY and
+ * EXT_NO_CUDA_REMEDY from the cause (NVCC= on purpose, no nvcc found, ...).
+ * Only in builds without CUDA. */
 int ext_no_cuda(const char *fn, const char *instead);
 /* All of `args` on `device_type`, and on the device of args[0]; `twin` (or
  * NULL) names the entry point to use for the other kind of device. */

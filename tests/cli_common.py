@@ -1,5 +1,6 @@
 """What the command-line tests share: running a tool in this process or as a
-script, loading a script as a module, and small embedding files."""
+script (also where packages it may use are not installed), loading a script
+as a module, and small embedding files."""
 
 import importlib.util
 import json
@@ -41,6 +42,37 @@ def script(name, *args, cwd, env=None):
     """A scripts/ tool run as its own process."""
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *map(str, args)],
                           cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+# Runs a script (argv[2]) with its arguments (argv[3:]) in an interpreter where
+# importing any of the packages named in argv[1] (comma-separated) fails, as
+# it would where they are not installed, whatever this machine has.
+WITHOUT_PACKAGES = """
+import importlib.abc, runpy, sys
+blocked = set(sys.argv[1].split(","))
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError("No module named %r" % name, name=name)
+
+sys.meta_path.insert(0, NotInstalled())
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def command_without(packages, name, *args):
+    """The command line of a scripts/ tool run where `packages` (names of
+    top-level packages) cannot be imported."""
+    return [sys.executable, "-c", WITHOUT_PACKAGES, ",".join(packages),
+            os.path.join(ROOT, "scripts", name), *map(str, args)]
+
+
+def script_without(packages, name, *args, cwd, env=None):
+    """A scripts/ tool run as its own process where `packages` cannot be imported."""
+    return subprocess.run(command_without(packages, name, *args), cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=300)
 
 
 def one_line(stderr, prefix):

@@ -10,9 +10,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def build_cpu_only(scratch, family):
+def build_cpu_only(scratch, family, env=None):
     """Copy build.py, the shared sources and modules and `family`'s own files into
-    `scratch`, build there with no CUDA, and return `scratch`."""
+    `scratch`, build there with no CUDA (NVCC set empty, unless `env` is an
+    environment that finds no nvcc), and return `scratch`."""
     files = ["build.py", "_ext/__init__.py"]
     for pattern in ("_ext/_*.py", "_ext/%s/*.py" % family, "src/ext_*", "src/%s.*" % family,
                     "src/%s_*" % family):
@@ -20,7 +21,7 @@ def build_cpu_only(scratch, family):
     for name in files:
         os.makedirs(os.path.dirname(os.path.join(scratch, name)), exist_ok=True)
         shutil.copy(os.path.join(ROOT, name), os.path.join(scratch, name))
-    env = dict(os.environ, NVCC="")
+    env = dict(os.environ, NVCC="") if env is None else env
     subprocess.run([sys.executable, "build.py"], cwd=scratch, env=env, check=True,
                    capture_output=True)
     return scratch

@@ -1,6 +1,7 @@
 """ext-roc --pairs: pair lists of image ids, and IJB-style template lists
-(--templates) built from image features as InsightFace's IJB script builds
-them, against scikit-learn on the same pairs; and the lines it cannot use."""
+(--templates) built from image features as InsightFace's image2template_feature
+builds them, against scikit-learn on the same pairs; and the lines it cannot
+use. InsightFace's flip and detector-score settings: test_cli_ijb.py."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
 from _ext import roc
-from _ext.tools import embeddings
+from _ext.tools import embeddings, templates
 from _ext.tools import roc as roc_tool
 from cli_common import call, in_tmp, one_line, read_json, without_run_details  # noqa: F401
 
@@ -66,11 +67,15 @@ def write_ijb(directory, rng, n_subjects=12, templates_per_subject=5, dim=16):
     return feature.astype(np.float32), template, media, a, b, same
 
 
-def test_template_features_as_insightface_builds_them(rng):
-    feature = rng.normal(size=(60, 5)) * rng.uniform(0.5, 3, (60, 1))
+@pytest.mark.parametrize("scaled", [False, True], ids=["plain", "face scores"])
+def test_template_features_as_insightface_builds_them(rng, scaled):
+    feature = (rng.normal(size=(60, 5)) * rng.uniform(0.5, 3, (60, 1))).astype(np.float32)
     template, media = rng.integers(0, 7, 60), rng.integers(0, 4, 60)
-    ids, ours = embeddings.template_features(feature, template, media)
-    expected_ids, expected = insightface_templates(feature, template, media)
+    face_score = rng.uniform(0, 1, 60).astype(np.float32) if scaled else None
+    ids, ours = templates.template_features(feature, template, media, face_score)
+    scaled_feature = feature * face_score[:, None] if scaled else feature
+    expected_ids, expected = insightface_templates(scaled_feature.astype(np.float64), template,
+                                                   media)
     np.testing.assert_array_equal(ids, expected_ids)
     np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-7)
 
@@ -218,7 +223,8 @@ def test_unusable_images_and_empty_templates(in_tmp, rng, capsys):
         "zero (rows %s): left out of their templates"
         % (bad.size, template.size, embeddings.rows_text(bad)),
         "ext-roc: warning: features.npz: 1 of 60 templates have no usable image feature "
-        "(template ids %d): their pairs are excluded (counted as NaN scores)" % template[0]]
+        "(template ids %d): their pairs are excluded (counted as NaN scores)" % template[0],
+        "ext-roc: " + roc_tool.PUBLISHED_IJB_NOTE]
     summary = read_json("r.json")
     lost = (a == template[0]) | (b == template[0])
     assert summary["n_nan"] == lost.sum()

@@ -1,6 +1,7 @@
 """ext-roc on two sets and on one set: the conventions of the command line
-(--same-set, --far-rule, --mode, a scalar --far), the reports it writes
-(--json, --curve) against scikit-learn, and feature rows it cannot score."""
+(--same-set, --far-rule, --mode, --far given once or repeated, one set given as
+both query and gallery), the reports it writes (--json, --curve) against
+scikit-learn, and feature rows it cannot score."""
 
 import json
 
@@ -9,6 +10,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics import roc_curve as sk_roc_curve
 
+import _ext
 from _ext import roc
 from _ext.tools import roc as roc_tool
 from cli_common import call, in_tmp, read_json, write_sets  # noqa: F401  (in_tmp: a fixture)
@@ -49,19 +51,47 @@ def test_two_sets_json_against_sklearn(in_tmp, rng, capsys):
     assert summary["options"]["same_set"] is False and summary["options"]["fars"] == [
         1e-3, 1e-2, 0.1]
     assert summary["world_size"] == 1 and summary["device"] == "cpu"
-    assert set(summary["timing"]) == {"load_s", "evaluate_s"}
+    assert set(summary["timing"]) == {"load_s", "evaluate_s", "passes"}
+    assert summary["timing"]["passes"] == 1
     assert summary["warnings"] == []
+    assert summary["version"] == _ext.__version__ and summary["label"] is None
     assert "false accepts" in out and "AUC" in out and "saved r.json" in out
 
 
-@pytest.mark.parametrize("far", [["--far", "0.01"], ["--far=0.01"]])
-def test_a_scalar_far(in_tmp, rng, capsys, far):
+@pytest.mark.parametrize("far,expected", [
+    (["--far", "0.01"], [0.01]),
+    (["--far=0.01"], [0.01]),
+    (["--far", "1e-3", "--far", "0.01", "0.1"], [1e-3, 0.01, 0.1]),   # repeated: every one
+    (["--far=0.1", "--far=1e-3"], [0.1, 1e-3]),
+])
+def test_far_targets(in_tmp, rng, capsys, far, expected):
     write_sets(in_tmp, rng)
     status, out, err = call(roc_tool.main, ["query.npz", "gallery.npz", "--json", "r.json",
                                             *far], capsys)
     assert status == 0, err
-    rows = read_json("r.json")["tar_at_far"]
-    assert [row["far"] for row in rows] == [0.01]
+    summary = read_json("r.json")
+    assert [row["far"] for row in summary["tar_at_far"]] == expected
+    assert summary["options"]["fars"] == expected
+
+
+@pytest.mark.parametrize("gallery,how", [("query.npz", "the same file"),
+                                         ("copy.npz", "equal features and labels")])
+def test_one_set_as_query_and_gallery_is_warned(in_tmp, rng, capsys, gallery, how):
+    """Its self-pairs would count as genuine pairs: the warning gives the fix,
+    the JSON keeps it, --strict refuses."""
+    write_sets(in_tmp, rng)
+    with open("query.npz", "rb") as f, open("copy.npz", "wb") as copy:
+        copy.write(f.read())
+    status, out, err = call(roc_tool.main, ["query.npz", gallery, "--json", "r.json"], capsys)
+    assert status == 0, err
+    warning = ("query.npz and %s are one set (%s): each entry paired with itself counts as a "
+               "genuine pair, and every other pair twice; for the pairs of one set, give it "
+               "once: ext-roc query.npz --same-set" % (gallery, how))
+    assert err.splitlines() == ["ext-roc: warning: " + warning]
+    assert read_json("r.json")["warnings"] == [warning]
+    status, out, err = call(roc_tool.main, ["query.npz", gallery, "--strict"], capsys)
+    assert status == 1 and out == ""
+    assert err == "ext-roc: query.npz and %s are one set (%s) (--strict)\n" % (gallery, how)
 
 
 @pytest.mark.parametrize("argv,pairs", [

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import pytest
 
+import _ext  # the checkout's: the version the installed commands must print
 import build as ext_build  # build.py: pytest.ini puts the checkout on sys.path
 import torch
 from sklearn.metrics import roc_auc_score
@@ -139,8 +140,11 @@ def test_pip_install_into_fresh_venv(tmp_path, rng, project):
     assert requires.returncode == 0, tail(requires)
     assert "torch" not in requires.stdout and "cffi" in requires.stdout
 
-    for command in ("ext-roc", "ext-roc11"):
+    for command in project["project"]["scripts"]:
         helped = run([str(venv / "bin" / command), "--help"], timeout=120,
                      cwd=str(elsewhere), env=env)
         assert helped.returncode == 0, tail(helped)
         assert helped.stdout.startswith("usage: " + command)
+        version = run([str(venv / "bin" / command), "--version"], timeout=120,
+                      cwd=str(elsewhere), env=env)
+        assert version.stdout == "%s %s\n" % (command, _ext.__version__), tail(version)

@@ -1,6 +1,6 @@
 """Files for the command-line tools, read with one-line errors that name the
 file: embedding .npz archives, the rows they should not have, pair lists and
-IJB-style template/media lists; and the embedded demo data set.
+IJB-style template/media and face-score lists; and the embedded demo data set.
 
 An embedding .npz holds `feature` (N, D) and `label` (N,) (or, for pair
 lists, `id` (N,)). Features are converted to float32 (float64 files are
@@ -134,6 +134,20 @@ def integers_of(name, key, values, n_rows):
         if as_int is not None and np.array_equal(as_int, values):
             return as_int
     raise InputError("%s: %s must be integers, got %s" % (name, key, values.dtype))
+
+
+def face_scores_of(name, values, n_rows):
+    """An (N,) float32 array of face detector scores; InputError unless each is
+    a finite number >= 0."""
+    values = column_of(name, "face_score", values, n_rows)
+    if not (np.issubdtype(values.dtype, np.number) or values.dtype == np.bool_) or \
+            np.iscomplexobj(values):
+        raise InputError("%s: face_score must be real numbers, got %s" % (name, values.dtype))
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0)))
+    if bad.size:
+        raise InputError("%s: face_score must be finite and >= 0, got %r in row %d"
+                         % (name, values[bad[0]].item(), bad[0]))
+    return values.astype(np.float32)
 
 
 def checked(name, data):
@@ -274,6 +288,54 @@ def read_template_media(path, n_rows, features_path):
     return table[:, 1], table[:, 2]
 
 
+def read_face_scores(path, n_rows, features_path, names_path=None):
+    """The face detector score of each feature row (float32, as InsightFace
+    reads it): the last column of an IJB-style list, `image_name x1 y1 ... x5 y5
+    score` a line (InsightFace's *_name_5pts_score.txt), one line per feature
+    row. With names_path (a template/media list), each line's image must be the
+    one on the same line of that list."""
+    names, scores, lines = [], [], []
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                parts = raw.split()
+                if not parts:
+                    continue
+                try:
+                    score = float(parts[-1]) if len(parts) >= 2 else None
+                except ValueError:
+                    score = None
+                if score is None or not 0 <= score < float("inf"):
+                    raise InputError("%s line %d: expected 'image_name ... score' with a "
+                                     "finite score >= 0 last, got %r"
+                                     % (path, number, raw.decode(errors="replace").strip()[:80]))
+                names.append(parts[0])
+                scores.append(score)
+                lines.append(number)
+    except OSError as error:
+        raise InputError("cannot read %s: %s" % (path, error.strerror or error)) from None
+    if len(scores) != n_rows:
+        raise InputError("%s has %d lines but %s has %d feature rows (one line per row)"
+                         % (path, len(scores), features_path, n_rows))
+    if names_path is not None:
+        for row, (name, listed) in enumerate(zip(names, image_names(names_path))):
+            if name != listed:
+                raise InputError("%s line %d names %s, but the same row of %s names %s: the "
+                                 "two lists must give the feature rows in one order"
+                                 % (path, lines[row], name.decode(errors="replace"), names_path,
+                                    listed.decode(errors="replace")))
+    return np.array(scores, np.float32)
+
+
+def image_names(path):
+    """The first word of each non-blank line of a list, as bytes."""
+    with open(path, "rb") as f:
+        for raw in f:
+            parts = raw.split(None, 1)
+            if parts:
+                yield parts[0]
+
+
 class IdRows:
     """id -> row of the features. Where the ids are small non-negative integers
     (template and image ids are), a table indexed by id: one array lookup per
@@ -316,32 +378,3 @@ def pair_rows(pairs_path, features_path, id_rows, pair_ids):
         raise InputError("%s line %d: id %d is not in %s"
                          % (pairs_path, line, pair_ids[missing[0]], features_path))
     return rows
-
-
-def template_features(feature, template, media):
-    """(template ids ascending, template features float32 (T, D)) as IJB
-    evaluations build them (InsightFace's image2template_feature): the image
-    features of each (template, media) averaged, the media means of each
-    template summed, the sum L2-normalised. Rows left out (non-finite or all
-    zero) do not count; a template left with none is NaN."""
-    templates = np.unique(template)
-    usable = np.ones(feature.shape[0], bool)
-    usable[unusable_rows(feature)] = False
-    rows = np.flatnonzero(usable)
-    rows = rows[np.lexsort((media[rows], template[rows]))]
-    out = np.full((templates.size, feature.shape[1]), np.nan, np.float32)
-    if rows.size == 0:
-        return templates, out
-    t, m = template[rows], media[rows]
-    media_start = np.flatnonzero(np.r_[True, (t[1:] != t[:-1]) | (m[1:] != m[:-1])])
-    media_size = np.diff(np.r_[media_start, rows.size])
-    media_mean = np.add.reduceat(feature[rows], media_start, axis=0, dtype=np.float64)
-    media_mean /= media_size[:, None]
-    media_template = t[media_start]
-    template_start = np.flatnonzero(np.r_[True, media_template[1:] != media_template[:-1]])
-    summed = np.add.reduceat(media_mean, template_start, axis=0)
-    norm = np.linalg.norm(summed, axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        summed /= norm  # a template whose media cancel out: NaN, left out below
-    out[np.searchsorted(templates, media_template[template_start])] = summed
-    return templates, out

@@ -1,7 +1,7 @@
 """plot_roc.py: ROC curves of several curve files overlaid in one PNG.
 
     ext-plot-roc out.png a.npz b.npz [--label A --label B] [--title T]
-    (or: python scripts/plot_roc.py ...)
+    (or: python scripts/plot_roc.py ...)          needs matplotlib
 
 A curve file is what `ext-roc --curve FILE.npz` writes: the curve (fpr, tpr,
 ...) with its AUC and TAR@FAR rows, so that it can be drawn on its own; a
@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from .cli import add_version, quiet_on_closed_pipe, require
 from .embeddings import InputError, check_writable, fail, load
 
 PROG = "ext-plot-roc"
@@ -184,16 +185,23 @@ def draw(curves, path, title=None):
     plt.close(fig)
 
 
-def main(argv=None):
+def make_parser():
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="PNG to write")
     parser.add_argument("curves", nargs="+", help="curve files (ext-roc --curve FILE.npz)")
     parser.add_argument("--label", action="append",
                         help="legend label of each curve, in order (default: the label the "
                              "file records, else its name)")
-    parser.add_argument("--title")
-    args = parser.parse_args(argv)
+    parser.add_argument("--title", help="the plot's title (default: none)")
+    add_version(parser)
+    return parser
+
+
+@quiet_on_closed_pipe
+def main(argv=None):
+    args = make_parser().parse_args(argv)
     try:
+        require("matplotlib", "drawing curves")
         if args.label is not None and len(args.label) != len(args.curves):
             raise InputError("%d --label for %d curve files: give one per file, or none"
                              % (len(args.label), len(args.curves)))

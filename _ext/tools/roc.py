@@ -12,12 +12,15 @@ similarity (--similarity dot for raw dot products) of every (query, gallery)
 pair, computed tile by tile and never stored, so Q x G may exceed any memory.
 A pair list has one pair a line, `id_a id_b label` (1 genuine, 0 impostor),
 its ids those of the features file's `id` (N,) array, or, with --templates,
-IJB template ids (template features built from the image features).
+IJB template ids (template features built from the image features, with
+InsightFace's flip fusion and detector scores where --flip and --face-scores
+ask for them).
 
 Prints a TAR@FAR table with thresholds and false-accept counts; --json writes
 a small summary, --curve the whole curve (.npz), --plot draws the ROC.
 Under torchrun (WORLD_SIZE > 1) every process loads the inputs, counts its
 share of the pairs (NCCL on GPUs, gloo on CPUs) and rank 0 prints and writes.
+torch is needed only there and for a GPU; on the CPU, NumPy does.
 """
 
 import argparse
@@ -28,13 +31,19 @@ import os
 import re
 import sys
 import time
+import warnings as python_warnings
 import zipfile
 
 import numpy as np
 
-from . import embeddings
+import _ext
+
+from . import embeddings, templates
+from .cli import add_version, far_value, optional, quiet_on_closed_pipe, require
 from .embeddings import InputError, check_writable
 from .plot_roc import curve_of_report, draw
+from .progress import LINE_SECONDS, Progress
+from .progress import MODES as PROGRESS_MODES
 
 PROG = "ext-roc"
 DEFAULT_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -45,43 +54,8 @@ AGREED = re.compile(r"^(%s|evaluate|evaluate_pairs): rank \d+( \(and \d+ other r
                     % PROG)
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr (a terminal), shown once a run takes
-    over a second."""
-
-    def __init__(self, enabled):
-        self.enabled = enabled
-        self.start = time.perf_counter()
-        self.shown = False
-
-    def __call__(self, done, total):
-        elapsed = time.perf_counter() - self.start
-        if not self.enabled or (elapsed < 1.0 and not self.shown):
-            return
-        self.shown = True
-        fraction = done / total if total else 1.0
-        bar = "#" * int(30 * fraction)
-        sys.stderr.write("\r[%-30s] %5.1f%%  %.3g / %.3g pairs  %.1f s"
-                         % (bar, 100 * fraction, done, total, elapsed))
-        sys.stderr.flush()
-
-    def close(self):
-        if self.shown:
-            sys.stderr.write("\n")
-
-
 # ---------------------------------------------------------------------------
 # the command line
-
-def far_value(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError("a FAR lies in [0, 1], got %r" % text)
-    return value
-
 
 def positive(kind):
     def parse(text):
@@ -107,19 +81,20 @@ def finite(text):
 
 def bare_options(argv):
     """argparse hands an option with an optional value the next word, whatever
-    it is: a file after a bare --same-set or --templates is the command's file,
-    not the option's value (a template/media list is text, never an .npz)."""
+    it is: a file after a bare --same-set, --templates or --face-scores is the
+    command's file, not the option's value (those lists are text, never an .npz)."""
     out = list(argv)
     for i, word in enumerate(out):
         after = out[i + 1] if i + 1 < len(out) else None
         if word == "--same-set" and after is not None and after not in SAME_SET:
             out[i] = "--same-set=unordered"
-        elif word == "--templates" and after is not None and after.endswith(".npz"):
-            out[i] = "--templates="
+        elif word in ("--templates", "--face-scores") and after is not None and \
+                after.endswith(".npz"):
+            out[i] = word + "="
     return out
 
 
-def parse_args(argv):
+def make_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__.split("\n\n")[0],
         epilog="Under torchrun, each process uses cuda:LOCAL_RANK (NCCL) where CUDA is there, "
@@ -130,47 +105,86 @@ def parse_args(argv):
     parser.add_argument("--same-set", nargs="?", const="unordered", choices=SAME_SET,
                         help="one set against itself, no self-pairs: each unordered pair "
                              "once (bare --same-set), or twice (ordered, IFRT's count)")
-    parser.add_argument("--pairs", metavar="PAIRS_TXT",
-                        help="a pair list, `id_a id_b label` a line, of the ids of the "
-                             "features file")
-    parser.add_argument("--templates", nargs="?", const="", metavar="TID_MID_FILE",
-                        help="with --pairs: the ids are IJB template ids; template features "
-                             "are the L2-normalised sum of the mean image feature of each "
-                             "media; template and media of each feature row from this file "
-                             "(`image_name template_id media_id` a line), else from the "
-                             "features file's `template` and `media` arrays")
-    parser.add_argument("--mode", choices=("exact", "binned", "curve"), default="exact",
-                        help="exact: exact curve, memory O(genuine pairs) (default); binned: "
-                             "--bins uniform bins over --range; curve: scikit-learn's curve, "
-                             "memory O(distinct scores)")
-    parser.add_argument("--bins", type=positive(int), default=1024,
-                        help="binned mode: number of bins")
-    parser.add_argument("--range", type=finite, nargs=2, default=(-1.0, 1.0),
-                        metavar=("LO", "HI"), help="binned mode: score range")
-    parser.add_argument("--far", type=far_value, nargs="+", default=DEFAULT_FARS,
-                        help="FAR targets of the table (default: 1e-6 .. 1e-1)")
-    parser.add_argument("--far-rule", default="max_tpr",
-                        choices=("max_tpr", "nearest", "first_above", "interpolate",
-                                 "nearest_sklearn"),
-                        help="how TAR@FAR picks its curve point (nearest_sklearn: "
-                             "InsightFace's IJB rule on scikit-learn's curve)")
-    parser.add_argument("--similarity", choices=("cosine", "dot"), default="cosine")
-    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if present)")
-    parser.add_argument("--chunk", type=positive(int), help="pairs per step")
-    parser.add_argument("--strict", action="store_true",
-                        help="feature rows that are non-finite or all zero are an error "
-                             "(default: a warning, and their pairs are excluded)")
-    parser.add_argument("--plot", metavar="PNG", help="draw the ROC into this file")
-    parser.add_argument("--label", help="the curve's name in --plot and --curve")
-    parser.add_argument("--json", metavar="FILE", help="write a summary as JSON")
-    parser.add_argument("--curve", metavar="FILE.npz",
-                        help="write the whole curve, its AUC and TAR@FAR rows (.npz; "
-                             "ext-plot-roc draws it)")
+    pairs = parser.add_argument_group("pair lists (IJB-B/C, LFW)")
+    pairs.add_argument("--pairs", metavar="PAIRS_TXT",
+                       help="a pair list, `id_a id_b label` a line, of the ids of the "
+                            "features file")
+    pairs.add_argument("--templates", nargs="?", const="", metavar="TID_MID_FILE",
+                       help="the ids are IJB template ids; template features are built from "
+                            "the image features as InsightFace's image2template_feature builds "
+                            "them (the mean of each media, summed over the template's media, "
+                            "L2-normalised); template and media of each feature row from this "
+                            "file (`image_name template_id media_id` a line), else from the "
+                            "features file's `template` and `media` arrays. InsightFace's IJB "
+                            "scripts, and the tables they print, also use --flip add and "
+                            "--face-scores")
+    pairs.add_argument("--flip", choices=templates.FLIP_MODES,
+                       help="with --pairs: fuse each image's feature with its flipped copy's: "
+                            "add (sum; InsightFace's default, F2), concat (F1) or drop (the "
+                            "image's alone, F0); the copies from a `feature_flip` (N, D) array "
+                            "of the features file, else from the second half of each `feature` "
+                            "row (N, 2D), as InsightFace's feature extraction stores them")
+    pairs.add_argument("--face-scores", nargs="?", const="", metavar="NAME_5PTS_SCORE_FILE",
+                       help="with --templates: scale each image feature by its face detector "
+                            "score before the templates are built (InsightFace's default, D1): "
+                            "the last column of this file (`image_name x1 y1 ... x5 y5 score` "
+                            "a line, one per feature row), else the features file's "
+                            "`face_score` array")
+    counting = parser.add_argument_group("counting")
+    counting.add_argument("--mode", choices=("exact", "binned", "curve"), default="exact",
+                          help="exact: exact curve, memory O(genuine pairs) (default); binned: "
+                               "--bins uniform bins over --range; curve: scikit-learn's curve, "
+                               "memory O(distinct scores)")
+    counting.add_argument("--bins", type=positive(int), default=1024,
+                          help="binned mode: number of bins (default 1024)")
+    counting.add_argument("--range", type=finite, nargs=2, default=(-1.0, 1.0),
+                          metavar=("LO", "HI"), help="binned mode: score range (default -1 1)")
+    counting.add_argument("--far", type=far_value, nargs="+", action="extend",
+                          help="FAR targets of the table; repeat or list several "
+                               "(default: 1e-6 1e-5 1e-4 1e-3 1e-2 1e-1)")
+    counting.add_argument("--far-rule", default="max_tpr",
+                          choices=("max_tpr", "nearest", "first_above", "interpolate",
+                                   "nearest_sklearn"),
+                          help="how TAR@FAR picks its curve point (default max_tpr: the "
+                               "largest TPR with FPR <= FAR; nearest_sklearn: InsightFace's "
+                               "IJB rule on scikit-learn's curve)")
+    counting.add_argument("--similarity", choices=("cosine", "dot"), default="cosine",
+                          help="a pair's score: cosine similarity of its features (default), "
+                               "or their dot product")
+    counting.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees "
+                                           "one and _ext was built with CUDA, else cpu)")
+    counting.add_argument("--chunk", type=positive(int),
+                          help="pairs per step (bounds a step's memory)")
+    counting.add_argument("--strict", action="store_true",
+                          help="problems with the inputs (feature rows that are non-finite or "
+                               "all zero, one set given as both query and gallery) are errors "
+                               "(default: warnings, and such rows' pairs are excluded)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--plot", metavar="PNG", help="draw the ROC into this file (needs "
+                                                   "matplotlib)")
+    out.add_argument("--label", help="the method's name: in --plot, --curve and --json "
+                                     "(ext-roc-table's row)")
+    out.add_argument("--json", metavar="FILE", help="write a summary as JSON")
+    out.add_argument("--curve", metavar="FILE.npz",
+                     help="write the whole curve, its AUC and TAR@FAR rows (.npz; "
+                          "ext-plot-roc draws it)")
+    out.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                     help="progress on stderr: auto (default) a bar on a terminal and a line "
+                          "every %d s with the time left elsewhere (a batch job's log); bar; "
+                          "lines; never" % LINE_SECONDS)
+    out.add_argument("--no-progress", dest="progress", action="store_const", const="never",
+                     help="the same as --progress never")
     parser.add_argument("--timeout", type=positive(float), default=300.0, metavar="SECONDS",
                         help="under torchrun: how long a process waits for the others "
                              "(default 300)")
-    parser.add_argument("--no-progress", action="store_true")
-    return parser.parse_args(bare_options(sys.argv[1:] if argv is None else argv))
+    add_version(parser)
+    return parser
+
+
+def parse_args(argv):
+    args = make_parser().parse_args(bare_options(sys.argv[1:] if argv is None else argv))
+    args.far = args.far or list(DEFAULT_FARS)
+    return args
 
 
 def check_combination(args):
@@ -183,16 +197,30 @@ def check_combination(args):
             raise InputError("--pairs and --same-set do not go together")
     elif args.templates is not None:
         raise InputError("--templates needs --pairs")
+    elif args.flip is not None:
+        raise InputError("--flip needs --pairs (the features of a pair list)")
     elif args.same_set:
         if args.query is None or args.gallery is not None:
             raise InputError("--same-set takes one file: ext-roc set.npz --same-set")
     elif args.query is not None and args.gallery is None:
         raise InputError("give a gallery .npz too, or --same-set for one set")
+    if args.face_scores is not None and args.templates is None:
+        raise InputError("--face-scores needs --templates (it weights the images of a template)")
     if not args.range[0] < args.range[1]:
         raise InputError("--range LO HI needs LO < HI, got %g %g" % tuple(args.range))
     outputs = [p for p in (args.plot, args.json, args.curve) if p]
     if len(set(map(os.path.realpath, outputs))) < len(outputs):
         raise InputError("--plot, --json and --curve must name different files")
+
+
+def check_outputs(args):
+    """Before any work: each output file can be written, and what writes it is
+    installed."""
+    for path in (args.plot, args.json, args.curve):
+        if path:
+            check_writable(path)
+    if args.plot:
+        require("matplotlib", "--plot")
 
 
 # ---------------------------------------------------------------------------
@@ -216,10 +244,15 @@ class Processes:
 
     def start(self, args):
         """Picks the device, and under torchrun joins the process group; returns
-        the device."""
-        import torch
+        the device. torch is needed there and for a GPU, else optional."""
         from _ext import roc
-        has_cuda = torch.cuda.is_available() and roc.built_with_cuda
+        if self.distributed:
+            torch = require("torch", "running under torchrun (WORLD_SIZE=%d)" % self.world_size)
+        elif args.device is not None and args.device != "cpu":
+            torch = require("torch", "--device %s" % args.device)
+        else:
+            torch = optional("torch")
+        has_cuda = torch is not None and torch.cuda.is_available() and roc.built_with_cuda
         if not self.distributed:
             device = args.device or ("cuda" if has_cuda else "cpu")
             if device == "cuda" and has_cuda:   # named as under torchrun: cuda:N
@@ -269,8 +302,8 @@ class Processes:
         group's threads end here: gloo's, left to interpreter exit, can abort
         the process."""
         self.session = None
-        gc.collect()
         if self.started:
+            gc.collect()
             import torch
             torch.distributed.destroy_process_group()
             self.started = False
@@ -347,6 +380,12 @@ def two_sets_job(args):
         names = (args.query, args.gallery)
         inputs = {"query": args.query, "gallery": args.gallery}
     feature_q, label_q, feature_g, label_g = embeddings.query_gallery(query, gallery, names)
+    if args.query is not None:
+        warn_or_fail(one_set_twice(args.query, args.gallery, feature_q, label_q, feature_g,
+                                   label_g),
+                     "each entry paired with itself counts as a genuine pair, and every other "
+                     "pair twice; for the pairs of one set, give it once: %s %s --same-set"
+                     % (PROG, args.query), warnings, args.strict)
     feature_q = masked(names[0], feature_q, warnings, args.strict)
     feature_g = masked(names[1], feature_g, warnings, args.strict)
 
@@ -359,6 +398,19 @@ def two_sets_job(args):
     return Job(inputs, feature_q.shape[0] * feature_g.shape[0], warnings, evaluate)
 
 
+def one_set_twice(query_path, gallery_path, feature_q, label_q, feature_g, label_g):
+    """What to say where the query and the gallery are one set (one file, or
+    equal features and labels), else None."""
+    if os.path.samefile(query_path, gallery_path):
+        how = "the same file"
+    elif (feature_q.shape == feature_g.shape and np.array_equal(label_q, label_g)
+          and np.array_equal(feature_q, feature_g)):
+        how = "equal features and labels"
+    else:
+        return None
+    return "%s and %s are one set (%s)" % (query_path, gallery_path, how)
+
+
 def pairs_job(args):
     """The pairs of a list: each process takes consecutive pairs of the list."""
     from _ext import roc
@@ -367,36 +419,14 @@ def pairs_job(args):
     id_a, id_b, genuine = embeddings.read_pairs(args.pairs)
     inputs = {"pairs": args.pairs, "features": path}
     if args.templates is None:
-        data = embeddings.load(path, keys=("feature", "id"),
+        data = embeddings.load(path, keys=("feature", "id"), optional=("feature_flip",),
                                hint="; a pair list needs the id of each feature row (or "
                                     "--templates for IJB template ids)")
-        feature = embeddings.features_of(path, data["feature"])
+        feature = image_features(args, path, data)
         ids = embeddings.integers_of(path, "id", data["id"], feature.shape[0])
         feature = masked(path, feature, warnings, args.strict)
     else:
-        if args.templates:
-            data = embeddings.load(path, keys=("feature",))
-            feature = embeddings.features_of(path, data["feature"])
-            template, media = embeddings.read_template_media(args.templates, feature.shape[0],
-                                                             path)
-            inputs["templates"] = args.templates
-        else:
-            data = embeddings.load(path, keys=("feature", "template", "media"),
-                                   hint="; give --templates TID_MID_FILE, or store them")
-            feature = embeddings.features_of(path, data["feature"])
-            template, media = (embeddings.integers_of(path, key, data[key], feature.shape[0])
-                               for key in ("template", "media"))
-            inputs["templates"] = path
-        rows = embeddings.unusable_rows(feature)
-        warn_or_fail(embeddings.unusable_warning(path, rows, feature.shape[0],
-                                                 "image feature rows"),
-                     "left out of their templates", warnings, args.strict)
-        ids, feature = embeddings.template_features(feature, template, media)
-        empty = np.flatnonzero(np.isnan(feature).any(axis=1))
-        if empty.size:
-            warn_or_fail("%s: %d of %d templates have no usable image feature (template ids "
-                         "%s)" % (path, empty.size, ids.size, embeddings.rows_text(ids[empty])),
-                         EXCLUDED, warnings, args.strict)
+        ids, feature = ijb_templates(args, path, inputs, warnings)
     id_rows = embeddings.IdRows(path, ids)
     index_a = embeddings.pair_rows(args.pairs, path, id_rows, id_a)
     index_b = embeddings.pair_rows(args.pairs, path, id_rows, id_b)
@@ -412,6 +442,57 @@ def pairs_job(args):
     return Job(inputs, int(genuine.size), warnings, evaluate)
 
 
+def image_features(args, path, data):
+    """The features file's image features (float32), fused with their flipped
+    copies where --flip asks."""
+    feature = embeddings.features_of(path, data["feature"])
+    if args.flip is None:
+        return feature
+    flipped = (embeddings.features_of(path + " (feature_flip)", data["feature_flip"])
+               if "feature_flip" in data else None)
+    return templates.fuse_flips(path, feature, flipped, args.flip)
+
+
+def ijb_templates(args, path, inputs, warnings):
+    """(template ids, template features) of an IJB-style features file
+    (--templates), with --flip and --face-scores as InsightFace applies them."""
+    keys, hints = ["feature"], []
+    if not args.templates:
+        keys += ["template", "media"]
+        hints.append("give --templates TID_MID_FILE, or store them")
+    if args.face_scores == "":
+        keys.append("face_score")
+        hints.append("give --face-scores FILE, or store face_score")
+    data = embeddings.load(path, keys=keys, optional=("feature_flip",),
+                           hint="".join("; " + hint for hint in hints))
+    feature = image_features(args, path, data)
+    n_rows = feature.shape[0]
+    if args.templates:
+        template, media = embeddings.read_template_media(args.templates, n_rows, path)
+    else:
+        template, media = (embeddings.integers_of(path, key, data[key], n_rows)
+                           for key in ("template", "media"))
+    inputs["templates"] = args.templates or path
+    face_score = None
+    if args.face_scores:
+        face_score = embeddings.read_face_scores(args.face_scores, n_rows, path,
+                                                 args.templates or None)
+    elif args.face_scores == "":
+        face_score = embeddings.face_scores_of(path, data["face_score"], n_rows)
+    if face_score is not None:
+        inputs["face_scores"] = args.face_scores or path
+    rows = embeddings.unusable_rows(feature)
+    warn_or_fail(embeddings.unusable_warning(path, rows, n_rows, "image feature rows"),
+                 "left out of their templates", warnings, args.strict)
+    ids, feature = templates.template_features(feature, template, media, face_score)
+    empty = np.flatnonzero(np.isnan(feature).any(axis=1))
+    if empty.size:
+        warn_or_fail("%s: %d of %d templates have no usable image feature (template ids %s)"
+                     % (path, empty.size, ids.size, embeddings.rows_text(ids[empty])),
+                     EXCLUDED, warnings, args.strict)
+    return ids, feature
+
+
 # ---------------------------------------------------------------------------
 # outputs
 
@@ -419,13 +500,15 @@ def options_record(args):
     """The options that shape the report, for the JSON."""
     return {"same_set": args.same_set or False, "mode": args.mode, "bins": args.bins,
             "range": list(args.range), "fars": list(args.far), "far_rule": args.far_rule,
-            "similarity": args.similarity, "chunk": args.chunk, "strict": args.strict}
+            "similarity": args.similarity, "chunk": args.chunk, "strict": args.strict,
+            "flip": args.flip, "face_scores": args.face_scores is not None}
 
 
 def write_json(path, report, job, args, device, world_size, timing):
     out = report.to_dict()
-    out.update(inputs=job.inputs, options=options_record(args), device=device,
-               world_size=world_size, timing=timing, warnings=job.warnings)
+    out.update(label=args.label, inputs=job.inputs, options=options_record(args),
+               device=device, world_size=world_size, timing=timing, warnings=job.warnings,
+               version=_ext.__version__)
     with open(path, "w") as f:
         json.dump(out, f, allow_nan=False, indent=1)
         f.write("\n")
@@ -457,37 +540,62 @@ def write_curve(path, report, label):
 # ---------------------------------------------------------------------------
 # main
 
+PUBLISHED_IJB_NOTE = ("note: template features from the image features as given; InsightFace's "
+                      "IJB scripts, and the tables they print, also fuse flipped copies and "
+                      "weight by detector scores (--flip add --face-scores FILE)")
+
+
+def recording_warnings(work, warnings):
+    """work(), the Python warnings it raises (the library's, NumPy's) added to
+    `warnings` instead of printed."""
+    with python_warnings.catch_warnings(record=True) as caught:
+        result = work()
+    warnings.extend(str(warning.message) for warning in caught)
+    return result
+
+
+def say_warnings(warnings):
+    for warning in warnings:
+        print("%s: warning: %s" % (PROG, warning), file=sys.stderr)
+
+
 def run(args, processes):
-    import torch  # noqa: F401  (before the clock: imports are not the evaluation's time)
-    from _ext import roc  # noqa: F401
+    from _ext import roc  # noqa: F401  (before the clock: imports are not the evaluation's time)
 
     device = processes.start(args)
     lead = processes.rank == 0
-    outputs = [p for p in (args.plot, args.json, args.curve) if p] if lead else []
-    processes.together(lambda: [check_writable(path) for path in outputs])
+    processes.together(lambda: check_outputs(args) if lead else None)
     start = time.perf_counter()
     make_job = pairs_job if args.pairs else same_set_job if args.same_set else two_sets_job
-    job = processes.together(lambda: make_job(args))
+    loading_warnings = []
+    job = processes.together(lambda: recording_warnings(lambda: make_job(args),
+                                                        loading_warnings))
+    job.warnings += loading_warnings
     loaded = time.perf_counter()
     if lead:
-        for warning in job.warnings:
-            print("%s: warning: %s" % (PROG, warning), file=sys.stderr)
+        say_warnings(job.warnings)
+        if args.templates is not None and args.flip is None and args.face_scores is None:
+            print("%s: %s" % (PROG, PUBLISHED_IJB_NOTE), file=sys.stderr)
         print("%s pairs on %s%s, %s mode" % (
             "{:,}".format(job.n_pairs), device,
             " x %d processes" % processes.world_size if processes.distributed else "",
             args.mode))
-    progress = ProgressBar(lead and not args.no_progress and sys.stderr.isatty())
+    progress = Progress(args.progress if lead else "never", PROG)
     options = dict(mode=args.mode, bins=args.bins, range=tuple(args.range), fars=tuple(args.far),
                    far_rule=args.far_rule, device=device, chunk=args.chunk,
                    similarity=args.similarity, progress=progress)
+    counting_warnings = []
     try:
-        report = job.evaluate(options, processes.distributed)
+        report = recording_warnings(lambda: job.evaluate(options, processes.distributed),
+                                    counting_warnings)
     finally:
         progress.close()
     done = time.perf_counter()
     if not lead:
         return
-    timing = {"load_s": loaded - start, "evaluate_s": done - loaded}
+    say_warnings(counting_warnings)
+    job.warnings += counting_warnings
+    timing = {"load_s": loaded - start, "evaluate_s": done - loaded, "passes": progress.passes}
     print(report.table())
     print("%.3f s (loading %.3f s, evaluation %.3f s)" % (done - start, loaded - start,
                                                          done - loaded))
@@ -515,6 +623,7 @@ def failure_line(error, processes):
     return message if message.startswith(PROG + ": ") else "%s: %s" % (PROG, message)
 
 
+@quiet_on_closed_pipe
 def main(argv=None):
     args = parse_args(argv)
     processes = None
