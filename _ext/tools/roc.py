@@ -12,7 +12,9 @@ similarity (--similarity dot for raw dot products) of every (query, gallery)
 pair, computed tile by tile and never stored, so Q x G may exceed any memory.
 A pair list has one pair a line, `id_a id_b label` (1 genuine, 0 impostor),
 its ids those of the features file's `id` (N,) array, or, with --templates,
-IJB template ids (template features built from the image features).
+IJB template ids (template features built from the image features); or it is
+LFW's pairs.txt (lfw.py: images named by the features file's `path` array),
+whose k-fold accuracy is printed beside the table.
 
 Prints a TAR@FAR table with thresholds and false-accept counts; --json writes
 a small summary, --curve the whole curve (.npz), --plot draws the ROC.
@@ -32,7 +34,7 @@ import zipfile
 
 import numpy as np
 
-from . import embeddings
+from . import embeddings, lfw
 from .embeddings import InputError, check_writable
 from .plot_roc import curve_of_report, draw
 
@@ -132,7 +134,7 @@ def parse_args(argv):
                              "once (bare --same-set), or twice (ordered, IFRT's count)")
     parser.add_argument("--pairs", metavar="PAIRS_TXT",
                         help="a pair list, `id_a id_b label` a line, of the ids of the "
-                             "features file")
+                             "features file; or LFW's pairs.txt, of its `path` array")
     parser.add_argument("--templates", nargs="?", const="", metavar="TID_MID_FILE",
                         help="with --pairs: the ids are IJB template ids; template features "
                              "are the L2-normalised sum of the mean image feature of each "
@@ -282,13 +284,16 @@ class Processes:
 class Job:
     """What to evaluate: a description of the inputs for the JSON, the number
     of pairs, the warnings about the inputs, and evaluate(options, grouped),
-    which returns the RocReport (with grouped, of this process's shard)."""
+    which returns the RocReport (with grouped, of this process's shard); for
+    a protocol with folds (LFW's pairs.txt), its k-fold accuracy
+    (roc.VerificationResult)."""
 
-    def __init__(self, inputs, n_pairs, warnings, evaluate):
+    def __init__(self, inputs, n_pairs, warnings, evaluate, verification=None):
         self.inputs = inputs
         self.n_pairs = n_pairs
         self.warnings = warnings
         self.evaluate = evaluate
+        self.verification = verification
 
 
 EXCLUDED = "their pairs are excluded (counted as NaN scores)"
@@ -361,7 +366,8 @@ def two_sets_job(args):
 
 def pairs_job(args):
     """The pairs of a list: each process takes consecutive pairs of the list."""
-    from _ext import roc
+    if lfw.is_lfw_pairs(args.pairs):
+        return lfw_pairs_job(args)
     warnings = []
     path = args.query
     id_a, id_b, genuine = embeddings.read_pairs(args.pairs)
@@ -400,6 +406,35 @@ def pairs_job(args):
     id_rows = embeddings.IdRows(path, ids)
     index_a = embeddings.pair_rows(args.pairs, path, id_rows, id_a)
     index_b = embeddings.pair_rows(args.pairs, path, id_rows, id_b)
+    return Job(inputs, int(genuine.size), warnings,
+               pairs_evaluation(genuine, feature, index_a, index_b))
+
+
+def lfw_pairs_job(args):
+    """LFW's pairs.txt (lfw.py): the pairs of its images' features, and the
+    accuracy over its folds as InsightFace's verification.py computes it."""
+    if args.templates is not None:
+        raise InputError("--templates builds IJB templates; %s is LFW's pairs.txt" % args.pairs)
+    warnings, path = [], args.query
+    pairs = lfw.read_pairs(args.pairs)
+    data = embeddings.load(path, keys=("feature", "path"),
+                           hint="; LFW's pairs name images: store each feature row's image "
+                                "path (name/name_0001.jpg) as `path`")
+    feature = embeddings.features_of(path, data["feature"])
+    index_a, index_b = lfw.pair_rows(pairs, args.pairs, path, embeddings.column_of(
+        path, "path", data["path"], feature.shape[0]))
+    verification, why = lfw.fold_accuracy(pairs, data["feature"], index_a, index_b)
+    warn_or_fail(why, "the TAR@FAR table stands alone", warnings, args.strict)
+    feature = masked(path, feature, warnings, args.strict)
+    return Job({"pairs": args.pairs, "features": path, "protocol": "LFW pairs.txt"},
+               int(pairs.genuine.size), warnings,
+               pairs_evaluation(pairs.genuine, feature, index_a, index_b), verification)
+
+
+def pairs_evaluation(genuine, feature, index_a, index_b):
+    """A Job's evaluate of pairs of feature rows: each process takes
+    consecutive pairs of the list."""
+    from _ext import roc
 
     def evaluate(options, grouped):
         if not grouped:
@@ -409,7 +444,7 @@ def pairs_job(args):
         return roc.evaluate_pairs(genuine[a:b], feat_a=feature, feat_b=feature,
                                   index_a=index_a[a:b], index_b=index_b[a:b], group=True,
                                   **options)
-    return Job(inputs, int(genuine.size), warnings, evaluate)
+    return evaluate
 
 
 # ---------------------------------------------------------------------------
@@ -426,6 +461,8 @@ def write_json(path, report, job, args, device, world_size, timing):
     out = report.to_dict()
     out.update(inputs=job.inputs, options=options_record(args), device=device,
                world_size=world_size, timing=timing, warnings=job.warnings)
+    if job.verification is not None:
+        out["verification"] = job.verification.to_dict()
     with open(path, "w") as f:
         json.dump(out, f, allow_nan=False, indent=1)
         f.write("\n")
@@ -489,6 +526,8 @@ def run(args, processes):
         return
     timing = {"load_s": loaded - start, "evaluate_s": done - loaded}
     print(report.table())
+    if job.verification is not None:
+        print(lfw.accuracy_line(job.verification))
     print("%.3f s (loading %.3f s, evaluation %.3f s)" % (done - start, loaded - start,
                                                          done - loaded))
     if args.json:
