@@ -97,7 +97,8 @@ static int alloc_array(void **out, int64_t n, size_t size)
 /* Along the curve every point adds pairs, so D = fps P - (P - tps) N (FPR - FNR
  * in units of 1 / (P N)) strictly grows: |D| falls to the crossing and rises
  * after it, and the nearest point is the last with D < 0 or the first with
- * D >= 0 (the earlier of equals: torchmetrics' argmin keeps the first). */
+ * D >= 0 (the earlier of equals: torchmetrics' argmin keeps the first). D's two
+ * terms are u128 (each a product of two counts), compared without a sign. */
 typedef struct {
     uint64_t n_genuine, n_impostor;
     int visited;                      /* a point was seen */
@@ -107,16 +108,26 @@ typedef struct {
     int undecided;                    /* see roc_summary.eer_undecided */
 } nearest_point;
 
-typedef __int128 i128;
-
-static i128 fnr_minus_fpr(const nearest_point *e, uint64_t fps, uint64_t tps)
+static u128 accepted_term(const nearest_point *e, uint64_t fps)
 {
-    return (i128)(e->n_genuine - tps) * (i128)e->n_impostor - (i128)fps * (i128)e->n_genuine;
+    return (u128)fps * e->n_genuine;
+}
+
+static u128 rejected_term(const nearest_point *e, uint64_t tps)
+{
+    return (u128)(e->n_genuine - tps) * e->n_impostor;
+}
+
+/* |D| of a point */
+static u128 nearest_distance(const nearest_point *e, uint64_t fps, uint64_t tps)
+{
+    const u128 a = accepted_term(e, fps), r = rejected_term(e, tps);
+    return a >= r ? a - r : r - a;
 }
 
 static void nearest_visit(nearest_point *e, uint64_t fps, uint64_t tps, double threshold)
 {
-    const int side = fnr_minus_fpr(e, fps, tps) <= 0;
+    const int side = accepted_term(e, fps) >= rejected_term(e, tps);
     /* a repeated point (binned mode's empty bins) keeps its first threshold */
     if ((side && e->crossed) || (e->visited && e->fps[side] == fps && e->tps[side] == tps))
         return;
@@ -129,17 +140,20 @@ static void nearest_visit(nearest_point *e, uint64_t fps, uint64_t tps, double t
 
 /* Exact mode: a horizontal run of `run` impostors, from the known point
  * (fps, tps), whose ties are not counted, so which of the points fps + 1 ..
- * fps + run - 1 exist is unknown. If the crossing lies inside the run and one
- * of them could be nearer than both ends, only curve mode can decide. */
+ * fps + run - 1 exist is unknown (each adds P to D). If the crossing lies
+ * inside the run and one of them could be nearer than both ends, only curve
+ * mode can decide. */
 static void nearest_run(nearest_point *e, uint64_t fps, uint64_t tps, uint64_t run)
 {
-    const i128 below = fnr_minus_fpr(e, fps, tps), step = (i128)e->n_genuine;
-    const i128 above = step * (i128)run - below;       /* D at the run's end */
-    if (run < 2 || below <= 0 || above <= 0)
+    const u128 start = accepted_term(e, fps), rejected = rejected_term(e, tps);
+    const u128 step = e->n_genuine, span = step * run;
+    if (run < 2 || start >= rejected || start + span <= rejected)
         return;
-    for (i128 k = below / step; k <= below / step + 1; k++) {
-        const i128 distance = k * step > below ? k * step - below : below - k * step;
-        if (k >= 1 && k <= (i128)run - 1 && distance < below && distance <= above)
+    const u128 below = rejected - start;          /* -D at the run's start */
+    const u128 above = start + span - rejected;   /* D at its end */
+    for (u128 k = below / step; k <= below / step + 1; k++) {
+        const u128 distance = k * step > below ? k * step - below : below - k * step;
+        if (k >= 1 && k <= (u128)run - 1 && distance < below && distance <= above)
             e->undecided = 1;
     }
 }
@@ -148,13 +162,13 @@ static void nearest_run(nearest_point *e, uint64_t fps, uint64_t tps, uint64_t r
 // metrics of a finished curve (common to every mode)
 
 /* num / den rounded to the nearest double (ties to even), 0 <= num <= den, den >
- * 0: the quotient's bits by long division (2 r computed as r - (den - r) so that
+ * 0 (num = den: 1 exactly): the quotient's bits by long division (2 r computed as r - (den - r) so that
  * nothing overflows), 53 of them from the first 1, a guard bit and the
  * remainder as sticky bit. */
 static double ratio_rounded(u128 num, u128 den)
 {
-    if (num == 0 || num == den)
-        return num == 0 ? 0.0 : 1.0;
+    if (num == 0 || num >= den) /* num > den: counts that contradict each other */
+        return num == 0 ? 0.0 : (double)((long double)num / (long double)den);
     int exponent = 0;
     u128 r = num;
     while (r < den - r) { /* the next bit is 0 */
@@ -299,8 +313,8 @@ static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_
     if (options->eer_rule == ROC_EER_NEAREST_MEAN) {
         /* torchmetrics' formula, on this point's rates */
         const int k = nearest->crossed &&
-                      -fnr_minus_fpr(nearest, nearest->fps[1], nearest->tps[1]) <
-                          fnr_minus_fpr(nearest, nearest->fps[0], nearest->tps[0]);
+                      nearest_distance(nearest, nearest->fps[1], nearest->tps[1]) <
+                          nearest_distance(nearest, nearest->fps[0], nearest->tps[0]);
         const double fpr = (double)nearest->fps[k] / (double)n_impostor;
         const double tpr = (double)nearest->tps[k] / (double)n_genuine;
         s->eer = (fpr + (1.0 - tpr)) / 2;

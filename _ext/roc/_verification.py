@@ -144,7 +144,7 @@ def _far_target(far):
     return value
 
 
-def fold_bounds(n, folds):
+def _fold_bounds(n, folds):
     """(start, stop) of each fold: scikit-learn's KFold(folds) without
     shuffling, the first n % folds folds one pair longer."""
     sizes = np.full(folds, n // folds)
@@ -283,7 +283,7 @@ def verification_accuracy(genuine, score=None, *, distance=None, folds=10, metho
                      score if score is not None else distance, n)
     if folds > n:
         raise ValueError("%s: folds=%d but there are only %d pairs" % (FN, folds, n))
-    splits = fold_bounds(n, folds)
+    splits = _fold_bounds(n, folds)
     every = np.arange(n)
     sides = [((every[(every < a) | (every >= b)] if folds > 1 else every), every[a:b])
              for a, b in splits]
