@@ -323,6 +323,22 @@ def test_errors_name_the_argument(rng, call, error, message):
         call(issame, cosine)
 
 
+@given(st.lists(st.one_of(st.integers(-2, 3), st.floats(allow_nan=True), st.booleans()),
+                min_size=1, max_size=12),
+       st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=12),
+       st.integers(-1, 13), st.sampled_from(["grid", "exact"]))
+def test_inputs_accepted_or_refused_by_name(genuine, score, folds, method):
+    """Whatever the values: a result, or a TypeError / ValueError whose message
+    starts with the function's name (no other exception, no NaN result)."""
+    try:
+        result = roc.verification_accuracy(np.array(genuine), np.array(score), folds=folds,
+                                           method=method, far=None)
+    except (TypeError, ValueError) as error:
+        assert str(error).startswith("verification_accuracy: "), error
+        return
+    assert 0.0 <= result.accuracy <= 1.0 and len(result.fold_accuracy) == folds
+
+
 def test_sorted_pairs_without_val(rng):
     """Pairs sorted by kind leave folds of one kind: accuracy still works."""
     issame, _, cosine = protocol_pairs(rng, 10, 20)
