@@ -42,6 +42,8 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *   roc_eval_fetch        completes the host counts (roc_eval_counts views them;
  *                         the caller may reduce them in place across processes)
  *   roc_eval_summarize    the curve, AUC, EER and TAR@FAR from the host counts
+ *                         (roc_summary_options: the rules of the EER and TAR@FAR,
+ *                         a partial AUC)
  *
  * Labels come as integers: labels_q (Q,) and labels_g (G,), both int32 or both
  * int64, any values; pair (i, j) is genuine when labels_q[i] == labels_g[j].
@@ -81,6 +83,16 @@ typedef enum {
     ROC_FAR_NEAREST_SKLEARN = 4  /* InsightFace's IJB rule: the point nearest far, the
                                     highest TPR among equally near ones */
 } roc_far_rule;
+/* The EER, with P genuine and N impostor pairs, FPR = fps / N, FNR = 1 - tps / P: */
+typedef enum {
+    ROC_EER_CROSSING = 0,     /* where the curve's polyline crosses FPR = FNR: on the
+                                 segment from the last point with FPR < FNR to the next,
+                                 FPR linearly interpolated there */
+    ROC_EER_NEAREST_MEAN = 1  /* torchmetrics' binary_eer: (FPR + FNR) / 2 at the point
+                                 of the full curve (every distinct score) minimizing
+                                 |FPR - FNR|, the first (lowest FPR) of equals; the
+                                 comparison is exact (integers) */
+} roc_eer_rule;
 
 typedef struct {
     char caller[32];         /* the Python function, for messages: "evaluate" */
@@ -121,6 +133,16 @@ typedef struct {
     uint64_t *key_counts;      /* curve, n_keys */
 } roc_counts_view;
 
+/* What a summary reports beyond the curve and its AUC. */
+typedef struct {
+    const double *fars;        /* n_fars TAR@FAR targets, each in [0, 1] */
+    int64_t n_fars;
+    int32_t far_rule;          /* roc_far_rule */
+    int32_t eer_rule;          /* roc_eer_rule */
+    double max_fpr;            /* partial AUC over FPR in [0, max_fpr], max_fpr in (0, 1];
+                                  0: none */
+} roc_summary_options;
+
 /* The result; arrays are owned by it (roc_summary_free). */
 typedef struct {
     int32_t mode;
@@ -130,9 +152,16 @@ typedef struct {
     double *thresholds;        /* thresholds[0] = +inf */
     uint64_t *false_accepts;   /* impostor pairs at or above each threshold */
     uint64_t *true_accepts;    /* genuine pairs at or above each threshold */
-    double auc;
-    double eer;
-    double eer_threshold;
+    double auc;                /* the Mann-Whitney statistic U / (P N), ties counted half,
+                                  rounded once from its exact integers */
+    double partial_auc;        /* over FPR in [0, max_fpr], McClish-standardized as
+                                  roc_auc_score(max_fpr=); NaN without max_fpr */
+    double eer;                /* by the options' eer_rule */
+    double eer_threshold;      /* the threshold of the point it stands on (crossing: the
+                                  segment's end) */
+    int32_t eer_undecided;     /* exact mode, ROC_EER_NEAREST_MEAN: the point nearest FPR =
+                                  FNR may lie inside a run of impostors whose ties exact mode
+                                  does not count; curve mode's summary decides it */
     uint64_t n_genuine;        /* NaN pairs excluded */
     uint64_t n_impostor;
     uint64_t n_nan;            /* pairs with a NaN score, genuine or not */
@@ -183,7 +212,7 @@ int roc_eval_counts(roc_eval *eval, roc_counts_view *out /* OUT */);
 /* Curve mode: replaces the distinct keys and counts (merged across processes). */
 int roc_eval_set_keys(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
                       int64_t n_keys);
-int roc_eval_summarize(roc_eval *eval, const double *fars, int64_t n_fars, int32_t far_rule,
+int roc_eval_summarize(roc_eval *eval, const roc_summary_options *options,
                        roc_summary **out /* OUT */);
 void roc_eval_free(roc_eval *eval);
 void roc_summary_free(roc_summary *summary);

@@ -640,8 +640,7 @@ int roc_eval_set_keys(roc_eval *ev, const uint32_t *keys, const uint64_t *counts
     return EXT_OK;
 }
 
-int roc_eval_summarize(roc_eval *ev, const double *fars, int64_t n_fars, int32_t far_rule,
-                       roc_summary **out)
+int roc_eval_summarize(roc_eval *ev, const roc_summary_options *options, roc_summary **out)
 {
     int st;
     *out = NULL;
@@ -652,11 +651,11 @@ int roc_eval_summarize(roc_eval *ev, const double *fars, int64_t n_fars, int32_t
         return nomem(ev, "the summary");
     const roc_counts *c = &ev->counts;
     if (ev->config.mode == ROC_MODE_EXACT)
-        st = roc_summarize_exact(&ev->genuine, &c->exact, &c->totals, fars, n_fars, far_rule, s);
+        st = roc_summarize_exact(&ev->genuine, &c->exact, &c->totals, options, s);
     else if (ev->config.mode == ROC_MODE_BINNED)
-        st = roc_summarize_binned(&ev->genuine, &c->binned, &c->totals, fars, n_fars, far_rule, s);
+        st = roc_summarize_binned(&ev->genuine, &c->binned, &c->totals, options, s);
     else
-        st = roc_summarize_curve(&ev->genuine, &c->keys, &c->totals, fars, n_fars, far_rule, s);
+        st = roc_summarize_curve(&ev->genuine, &c->keys, &c->totals, options, s);
     if (st) {
         /* the summarizers name no caller: prefix ours */
         char message[1024];

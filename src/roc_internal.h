@@ -170,13 +170,13 @@ void roc_level_index_free(roc_level_index *index);
 /* The curve and metrics, built on the host (roc_summary.c). Returns an
  * ext_status; `out` is filled and owns its arrays. */
 int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
-                        const roc_totals *totals, const double *fars, int64_t n_fars,
-                        int far_rule, roc_summary *out);
+                        const roc_totals *totals, const roc_summary_options *options,
+                        roc_summary *out);
 int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_counts *counts,
-                         const roc_totals *totals, const double *fars, int64_t n_fars,
-                         int far_rule, roc_summary *out);
+                         const roc_totals *totals, const roc_summary_options *options,
+                         roc_summary *out);
 int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts *counts,
-                        const roc_totals *totals, const double *fars, int64_t n_fars,
-                        int far_rule, roc_summary *out);
+                        const roc_totals *totals, const roc_summary_options *options,
+                        roc_summary *out);
 
 #endif /* ROC_INTERNAL_H */

@@ -19,7 +19,9 @@
  *
  * Everything below the curve is computed from that polyline the same way in
  * every mode (AUC as an exact integer trapezoid sum, which is Mann-Whitney's
- * statistic with ties counted half).
+ * statistic with ties counted half, rounded once; the partial AUC from the same
+ * sums). The EER's nearest_mean rule needs every point of the full curve,
+ * kept or not: each mode's walk shows them all to a nearest_point tracker.
  */
 #include <float.h>
 #include <math.h>
@@ -91,7 +93,125 @@ static int alloc_array(void **out, int64_t n, size_t size)
 }
 
 // ---------------------------------------------------------------------------
+// the point of the full curve nearest FPR = FNR (the nearest_mean EER)
+
+/* Along the curve every point adds pairs, so D = fps P - (P - tps) N (FPR - FNR
+ * in units of 1 / (P N)) strictly grows: |D| falls to the crossing and rises
+ * after it, and the nearest point is the last with D < 0 or the first with
+ * D >= 0 (the earlier of equals: torchmetrics' argmin keeps the first). D's two
+ * terms are u128 (each a product of two counts), compared without a sign. */
+typedef struct {
+    uint64_t n_genuine, n_impostor;
+    int visited;                      /* a point was seen */
+    int crossed;                      /* a point with D >= 0 was seen */
+    uint64_t fps[2], tps[2];          /* [0]: last with D < 0, [1]: first with D >= 0 */
+    double threshold[2];
+    int undecided;                    /* see roc_summary.eer_undecided */
+} nearest_point;
+
+static u128 accepted_term(const nearest_point *e, uint64_t fps)
+{
+    return (u128)fps * e->n_genuine;
+}
+
+static u128 rejected_term(const nearest_point *e, uint64_t tps)
+{
+    return (u128)(e->n_genuine - tps) * e->n_impostor;
+}
+
+/* |D| of a point */
+static u128 nearest_distance(const nearest_point *e, uint64_t fps, uint64_t tps)
+{
+    const u128 a = accepted_term(e, fps), r = rejected_term(e, tps);
+    return a >= r ? a - r : r - a;
+}
+
+static void nearest_visit(nearest_point *e, uint64_t fps, uint64_t tps, double threshold)
+{
+    const int side = accepted_term(e, fps) >= rejected_term(e, tps);
+    /* a repeated point (binned mode's empty bins) keeps its first threshold */
+    if ((side && e->crossed) || (e->visited && e->fps[side] == fps && e->tps[side] == tps))
+        return;
+    e->visited = 1;
+    e->crossed |= side;
+    e->fps[side] = fps;
+    e->tps[side] = tps;
+    e->threshold[side] = threshold;
+}
+
+/* Exact mode: a horizontal run of `run` impostors, from the known point
+ * (fps, tps), whose ties are not counted, so which of the points fps + 1 ..
+ * fps + run - 1 exist is unknown (each adds P to D). If the crossing lies
+ * inside the run and one of them could be nearer than both ends, only curve
+ * mode can decide. */
+static void nearest_run(nearest_point *e, uint64_t fps, uint64_t tps, uint64_t run)
+{
+    const u128 start = accepted_term(e, fps), rejected = rejected_term(e, tps);
+    const u128 step = e->n_genuine, span = step * run;
+    if (run < 2 || start >= rejected || start + span <= rejected)
+        return;
+    const u128 below = rejected - start;          /* -D at the run's start */
+    const u128 above = start + span - rejected;   /* D at its end */
+    for (u128 k = below / step; k <= below / step + 1; k++) {
+        const u128 distance = k * step > below ? k * step - below : below - k * step;
+        if (k >= 1 && k <= (u128)run - 1 && distance < below && distance <= above)
+            e->undecided = 1;
+    }
+}
+
+// ---------------------------------------------------------------------------
 // metrics of a finished curve (common to every mode)
+
+/* num / den rounded to the nearest double (ties to even), 0 <= num <= den, den >
+ * 0 (num = den: 1 exactly): the quotient's bits by long division (2 r computed as r - (den - r) so that
+ * nothing overflows), 53 of them from the first 1, a guard bit and the
+ * remainder as sticky bit. */
+static double ratio_rounded(u128 num, u128 den)
+{
+    if (num == 0 || num >= den) /* num > den: counts that contradict each other */
+        return num == 0 ? 0.0 : (double)((long double)num / (long double)den);
+    int exponent = 0;
+    u128 r = num;
+    while (r < den - r) { /* the next bit is 0 */
+        r += r;
+        exponent--;
+    }
+    uint64_t q = 0;
+    for (int bit = 0; bit < 54; bit++) {
+        const int one = r >= den - r;
+        r = one ? r - (den - r) : r + r;
+        q = 2 * q + (uint64_t)one;
+    }
+    const uint64_t guard = q & 1;
+    q >>= 1;
+    if (guard && (r != 0 || (q & 1)))
+        q++;
+    return ldexp((double)q, exponent - 53);
+}
+
+/* The area under the polyline over FPR in [0, m], standardized as McClish's
+ * (and roc_auc_score(max_fpr=)): 0.5 (1 + (A - m^2 / 2) / (m - m^2 / 2)) =
+ * (A + m (1 - m)) / (m (2 - m)), A the area in rates. The whole segments are
+ * summed exactly in integers; the segment that m cuts (its end linearly
+ * interpolated) and the standardization in long double, from those sums. */
+static double partial_auc(const roc_summary *s, double m)
+{
+    const uint64_t *fa = s->false_accepts, *ta = s->true_accepts;
+    const long double cut = (long double)m * (long double)s->n_impostor;
+    u128 twice = 0;
+    int64_t k = 1;
+    for (; k < s->n_points && (long double)fa[k] <= cut; k++)
+        twice += (u128)(fa[k] - fa[k - 1]) * (u128)(ta[k] + ta[k - 1]);
+    long double area = (long double)twice / 2;
+    if (k < s->n_points) {
+        const long double d = cut - (long double)fa[k - 1];
+        const long double slope = (long double)(ta[k] - ta[k - 1]) / (long double)(fa[k] - fa[k - 1]);
+        area += d * ((long double)ta[k - 1] + slope * d / 2);
+    }
+    const long double mm = m;
+    const long double rate_area = area / ((long double)s->n_genuine * (long double)s->n_impostor);
+    return (double)((rate_area + mm * (1 - mm)) / (mm * (2 - mm)));
+}
 
 static int check_totals(uint64_t n_genuine, uint64_t n_impostor)
 {
@@ -157,10 +277,14 @@ static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
     *false_accepts = s->false_accepts[first];
 }
 
-/* Moves the curve into `s` and computes fpr, tpr, AUC, EER and TAR@FAR. */
+/* Moves the curve into `s` and computes fpr, tpr, AUC, EER and TAR@FAR; the
+ * nearest_mean EER from `nearest`, which has seen every point of the curve. */
 static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_nan,
-                  const double *fars, int64_t n_fars, int far_rule, roc_summary *s)
+                  const roc_summary_options *options, const nearest_point *nearest,
+                  roc_summary *s)
 {
+    const double *fars = options->fars;
+    const int64_t n_fars = options->n_fars;
     int st;
     s->n_points = c->n;
     s->thresholds = c->thresholds;
@@ -183,18 +307,33 @@ static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_
     for (int64_t k = 1; k < s->n_points; k++)
         area += (u128)(s->false_accepts[k] - s->false_accepts[k - 1]) *
                 (u128)(s->true_accepts[k] + s->true_accepts[k - 1]);
-    s->auc = (double)((long double)area / ((long double)2 * n_genuine * n_impostor));
+    s->auc = ratio_rounded(area, (u128)2 * n_genuine * n_impostor);
+    s->partial_auc = options->max_fpr == 0 ? NAN
+                     : options->max_fpr == 1 ? s->auc : partial_auc(s, options->max_fpr);
 
-    /* EER: where the polyline crosses FPR = FNR; the first point with FPR >= FNR,
-     * found in integers (fps P >= (P - tps) N), and linear interpolation */
-    int64_t k = 1;
-    while (k < s->n_points - 1 &&
-           (u128)s->false_accepts[k] * n_genuine < (u128)(n_genuine - s->true_accepts[k]) * n_impostor)
-        k++;
-    double d0 = (1.0 - s->tpr[k - 1]) - s->fpr[k - 1], d1 = (1.0 - s->tpr[k]) - s->fpr[k];
-    double t = d0 - d1 > 0 ? d0 / (d0 - d1) : 1.0;
-    s->eer = s->fpr[k - 1] + t * (s->fpr[k] - s->fpr[k - 1]);
-    s->eer_threshold = s->thresholds[k];
+    if (options->eer_rule == ROC_EER_NEAREST_MEAN) {
+        /* torchmetrics' formula, on this point's rates */
+        const int k = nearest->crossed &&
+                      nearest_distance(nearest, nearest->fps[1], nearest->tps[1]) <
+                          nearest_distance(nearest, nearest->fps[0], nearest->tps[0]);
+        const double fpr = (double)nearest->fps[k] / (double)n_impostor;
+        const double tpr = (double)nearest->tps[k] / (double)n_genuine;
+        s->eer = (fpr + (1.0 - tpr)) / 2;
+        s->eer_threshold = nearest->threshold[k];
+        s->eer_undecided = nearest->undecided;
+    } else {
+        /* where the polyline crosses FPR = FNR; the first point with FPR >= FNR,
+         * found in integers (fps P >= (P - tps) N), and linear interpolation */
+        int64_t k = 1;
+        while (k < s->n_points - 1 &&
+               (u128)s->false_accepts[k] * n_genuine <
+                   (u128)(n_genuine - s->true_accepts[k]) * n_impostor)
+            k++;
+        double d0 = (1.0 - s->tpr[k - 1]) - s->fpr[k - 1], d1 = (1.0 - s->tpr[k]) - s->fpr[k];
+        double t = d0 - d1 > 0 ? d0 / (d0 - d1) : 1.0;
+        s->eer = s->fpr[k - 1] + t * (s->fpr[k] - s->fpr[k - 1]);
+        s->eer_threshold = s->thresholds[k];
+    }
 
     s->n_fars = n_fars;
     if ((st = alloc_array((void **)&s->far, n_fars, sizeof(double))) ||
@@ -204,19 +343,28 @@ static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_
         return st;
     for (int64_t i = 0; i < n_fars; i++) {
         s->far[i] = fars[i];
-        tar_at_far(s, fars[i], far_rule, &s->tar[i], &s->far_threshold[i],
+        tar_at_far(s, fars[i], options->far_rule, &s->tar[i], &s->far_threshold[i],
                    &s->far_false_accepts[i]);
     }
     return EXT_OK;
 }
 
-static int check_fars(const double *fars, int64_t n_fars, int far_rule)
+static int check_options(const roc_summary_options *o)
 {
-    if (far_rule < ROC_FAR_MAX_TPR || far_rule > ROC_FAR_NEAREST_SKLEARN)
-        return ext_fail(EXT_ERR_VALUE, "roc: unknown far_rule %d", far_rule);
-    for (int64_t i = 0; i < n_fars; i++)
-        if (!(fars[i] >= 0.0 && fars[i] <= 1.0))
-            return ext_fail(EXT_ERR_VALUE, "roc: fars must lie in [0, 1], got %g", fars[i]);
+    if (o == NULL)
+        return ext_fail(EXT_ERR_VALUE, "roc: the summary options are NULL");
+    if (o->n_fars < 0 || (o->n_fars > 0 && o->fars == NULL))
+        return ext_fail(EXT_ERR_VALUE, "roc: %lld FAR targets at NULL", (long long)o->n_fars);
+    if (o->far_rule < ROC_FAR_MAX_TPR || o->far_rule > ROC_FAR_NEAREST_SKLEARN)
+        return ext_fail(EXT_ERR_VALUE, "roc: unknown far_rule %d", o->far_rule);
+    for (int64_t i = 0; i < o->n_fars; i++)
+        if (!(o->fars[i] >= 0.0 && o->fars[i] <= 1.0))
+            return ext_fail(EXT_ERR_VALUE, "roc: fars must lie in [0, 1], got %g", o->fars[i]);
+    if (o->eer_rule != ROC_EER_CROSSING && o->eer_rule != ROC_EER_NEAREST_MEAN)
+        return ext_fail(EXT_ERR_VALUE, "roc: unknown eer_rule %d", o->eer_rule);
+    if (!(o->max_fpr == 0 || (o->max_fpr > 0 && o->max_fpr <= 1)))
+        return ext_fail(EXT_ERR_VALUE, "roc: max_fpr must lie in (0, 1] (0: no partial AUC), "
+                        "got %g", o->max_fpr);
     return EXT_OK;
 }
 
@@ -360,31 +508,38 @@ static int check_binned_counts(const roc_binned_counts *counts, uint64_t gen_bel
 // exact mode
 
 int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
-                        const roc_totals *totals, const double *fars, int64_t n_fars,
-                        int far_rule, roc_summary *out)
+                        const roc_totals *totals, const roc_summary_options *options,
+                        roc_summary *out)
 {
     const int64_t U = genuine->n_levels;
     const uint32_t *g = genuine->keys;
     const uint64_t *gen = genuine->counts, *at = counts->at, *gap = counts->gap;
     uint64_t n_impostor = 0;
     int st;
-    if ((st = check_fars(fars, n_fars, far_rule)) || (st = check_genuine_total(genuine, totals)) ||
+    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)) ||
         (st = check_exact_counts(genuine, counts, &n_impostor)) ||
         (st = check_totals(totals->n_genuine, n_impostor)))
         return st;
 
     curve c = {0};
+    nearest_point nearest = {.n_genuine = totals->n_genuine, .n_impostor = n_impostor};
     uint64_t fps = 0, tps = 0;
+    nearest_visit(&nearest, 0, 0, INFINITY);
     /* at most the first point, two for the top gap and two a level */
     if ((st = curve_reserve(&c, 2 * U + 3)) || (st = curve_push(&c, INFINITY, 0, 0)))
         goto fail;
     if (gap[U] > 0) { /* impostors above every genuine score: the top score comes first */
-        if ((st = curve_push(&c, roc_key_score(counts->top_key), counts->top_count, 0)))
+        const double top = roc_key_score(counts->top_key);
+        if ((st = curve_push(&c, top, counts->top_count, 0)))
             goto fail;
+        nearest_visit(&nearest, counts->top_count, 0, top);
+        nearest_run(&nearest, counts->top_count, 0, gap[U] - counts->top_count);
         fps = gap[U];
-        if (counts->gap_min[U] != counts->top_key &&
-            (st = curve_push(&c, roc_key_score(counts->gap_min[U]), fps, 0)))
-            goto fail;
+        if (counts->gap_min[U] != counts->top_key) {
+            if ((st = curve_push(&c, roc_key_score(counts->gap_min[U]), fps, 0)))
+                goto fail;
+            nearest_visit(&nearest, fps, 0, roc_key_score(counts->gap_min[U]));
+        }
     }
     for (int64_t u = U - 1; u >= 0; u--) {
         const uint64_t imp = at[u] - gen[u];
@@ -396,14 +551,17 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
                    imp != at[u - 1] - gen[u - 1] || gen[u] != gen[u - 1];
         if (keep && (st = curve_push(&c, roc_key_score(g[u]), fps, tps)))
             goto fail;
+        nearest_visit(&nearest, fps, tps, roc_key_score(g[u]));
         if (gap[u] > 0) {
+            nearest_run(&nearest, fps, tps, gap[u]);
             fps += gap[u];
             if ((st = curve_push(&c, roc_key_score(counts->gap_min[u]), fps, tps)))
                 goto fail;
+            nearest_visit(&nearest, fps, tps, roc_key_score(counts->gap_min[u]));
         }
     }
     out->mode = ROC_MODE_EXACT;
-    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, fars, n_fars, far_rule,
+    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, options, &nearest,
                      out)))
         goto fail;
 
@@ -433,13 +591,13 @@ fail:
 // curve mode (scikit-learn's points)
 
 int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts *counts,
-                        const roc_totals *totals, const double *fars, int64_t n_fars,
-                        int far_rule, roc_summary *out)
+                        const roc_totals *totals, const roc_summary_options *options,
+                        roc_summary *out)
 {
     const int64_t n = counts->n_keys;
     uint64_t n_all = 0;
     int st;
-    if ((st = check_fars(fars, n_fars, far_rule)) || (st = check_genuine_total(genuine, totals)) ||
+    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)) ||
         (st = check_curve_counts(genuine, counts, &n_all)) ||
         (st = check_totals(totals->n_genuine, n_all - totals->n_genuine)))
         return st;
@@ -447,6 +605,9 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
     /* the step each distinct key adds, walking down from the highest; the
      * genuine levels are a subset of the keys */
     curve c = {0};
+    nearest_point nearest = {.n_genuine = totals->n_genuine,
+                             .n_impostor = n_all - totals->n_genuine};
+    nearest_visit(&nearest, 0, 0, INFINITY);
     uint64_t fps = 0, tps = 0;
     int64_t u = genuine->n_levels - 1;
     uint64_t imp = 0, gen = 0, next_imp = 0, next_gen = 0;
@@ -469,10 +630,11 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
         if ((i == n - 1 || i == 0 || imp != next_imp || gen != next_gen) &&
             (st = curve_push(&c, roc_key_score(counts->keys[i]), fps, tps)))
             goto fail;
+        nearest_visit(&nearest, fps, tps, roc_key_score(counts->keys[i]));
     }
     out->mode = ROC_MODE_CURVE;
-    if ((st = finish(&c, totals->n_genuine, n_all - totals->n_genuine, totals->n_nan, fars,
-                     n_fars, far_rule, out)))
+    if ((st = finish(&c, totals->n_genuine, n_all - totals->n_genuine, totals->n_nan, options,
+                     &nearest, out)))
         goto fail;
     return EXT_OK;
 fail:
@@ -484,13 +646,13 @@ fail:
 // binned mode
 
 int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_counts *counts,
-                         const roc_totals *totals, const double *fars, int64_t n_fars,
-                         int far_rule, roc_summary *out)
+                         const roc_totals *totals, const roc_summary_options *options,
+                         roc_summary *out)
 {
     const int64_t n = counts->n_bins;
     const float *edges = counts->edges;
     int st;
-    if ((st = check_fars(fars, n_fars, far_rule)) || (st = check_genuine_total(genuine, totals)))
+    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)))
         return st;
     out->mode = ROC_MODE_BINNED;
     out->n_levels = n;
@@ -539,8 +701,11 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
     }
     if ((st = curve_push(&c, -INFINITY, fps + out->impostor_below, tps + gen_below)))
         goto fail;
-    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, fars, n_fars, far_rule,
-                     out)))
+    /* every point of the binned curve is kept: the tracker sees them all */
+    nearest_point nearest = {.n_genuine = totals->n_genuine, .n_impostor = n_impostor};
+    for (int64_t k = 0; k < c.n; k++)
+        nearest_visit(&nearest, c.fps[k], c.tps[k], c.thresholds[k]);
+    if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, options, &nearest, out)))
         goto fail;
     return EXT_OK;
 fail:

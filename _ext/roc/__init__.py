@@ -27,6 +27,11 @@ streamed batches, and several processes (group=, torch.distributed):
     acc = roc.RocAccumulator(labels_g, feat_g); acc.update(labels_q, feat_q); acc.compute()
     report = roc.evaluate(labels_q[a:b], labels_g, feat_q=feat_q[a:b], feat_g=feat_g,
                           group=True)        # True: the default process group
+
+Face-verification protocols (LFW, CFP-FP, AgeDB-30...): 10-fold accuracy and
+VAL@FAR as InsightFace's verification.py computes them:
+
+    result = roc.verification_accuracy(genuine, score)   # result.accuracy, result.std
 """
 
 try:
@@ -41,9 +46,10 @@ from ._evaluate import (evaluate, evaluate_pairs, pair_scores, roc_curve,  # noq
                         roc_curve_pairs)
 from ._legacy_op import cpu_roc, gpu_roc  # noqa: E402  (also the ops ext::cpu_roc, ext::gpu_roc)
 from ._report import RocReport, TarAtFar  # noqa: E402
+from ._verification import VerificationResult, verification_accuracy  # noqa: E402
 
 __all__ = ["cpu_roc", "gpu_roc", "evaluate", "roc_curve", "evaluate_pairs", "roc_curve_pairs",
            "pair_scores", "shard_rows", "RocAccumulator", "RocReport", "TarAtFar",
-           "built_with_cuda"]
+           "verification_accuracy", "VerificationResult", "built_with_cuda"]
 
 built_with_cuda = bool(lib.ext_built_with_cuda())

@@ -12,10 +12,11 @@ import numpy as np
 
 from .. import _ffi
 from . import _distributed
-from ._inputs import (DEFAULT_FARS, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
+from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
                       comparable_labels, far_targets, float32_scores, genuine_flags, host_labels,
-                      parse_device, positive_int, progress_callback, require_array,
-                      require_default_classes, require_score_dtype, same_set_code, to_device)
+                      parse_device, partial_auc_bound, positive_int, progress_callback,
+                      require_array, require_default_classes, require_score_dtype, same_set_code,
+                      to_device)
 from ._report import curve_arrays, report_from_summary
 from ._roc import ffi, lib
 
@@ -24,6 +25,7 @@ MODE_CODES = {"exact": lib.ROC_MODE_EXACT, "binned": lib.ROC_MODE_BINNED,
 RULE_CODES = {"max_tpr": lib.ROC_FAR_MAX_TPR, "nearest": lib.ROC_FAR_NEAREST,
               "first_above": lib.ROC_FAR_FIRST_ABOVE, "interpolate": lib.ROC_FAR_INTERPOLATE,
               "nearest_sklearn": lib.ROC_FAR_NEAREST_SKLEARN}
+EER_CODES = {"crossing": lib.ROC_EER_CROSSING, "nearest_mean": lib.ROC_EER_NEAREST_MEAN}
 SIMILARITY_CODES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
 PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 
@@ -103,11 +105,14 @@ class Evaluation:
         self.check(lib.roc_eval_set_keys(self.handle, ffi.from_buffer("uint32_t[]", keys),
                                          ffi.from_buffer("uint64_t[]", counts), len(keys)))
 
-    def summarize(self, fars, far_rule):
+    def summarize(self, fars, far_rule, eer_rule="crossing", max_fpr=None):
         far_array = ffi.new("double[]", list(fars)) if fars else ffi.NULL
+        options = ffi.new("roc_summary_options *")
+        options.fars, options.n_fars = far_array, len(fars)
+        options.far_rule, options.eer_rule = RULE_CODES[far_rule], EER_CODES[eer_rule]
+        options.max_fpr = max_fpr or 0.0
         out = ffi.new("roc_summary **")
-        self.check(lib.roc_eval_summarize(self.handle, far_array, len(fars),
-                                          RULE_CODES[far_rule], out))
+        self.check(lib.roc_eval_summarize(self.handle, options, out))
         return ffi.gc(out[0], lib.roc_summary_free)
 
 
@@ -149,13 +154,15 @@ class Options:
 
     def __init__(self, fn, mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
                  far_rule="max_tpr", chunk=None, similarity="cosine", progress=None,
-                 modes=MODES):
+                 modes=MODES, eer_rule="crossing", max_fpr=None):
         self.fn = fn
         self.mode = choice(fn, "mode", mode, modes)
         self.bins = positive_int(fn, "bins", bins, MAX_BINS)
         self.range = bin_range(fn, range)
         self.fars = far_targets(fn, fars)
         self.far_rule = choice(fn, "far_rule", far_rule, FAR_RULES)
+        self.eer_rule = choice(fn, "eer_rule", eer_rule, EER_RULES)
+        self.max_fpr = partial_auc_bound(fn, max_fpr)
         self.chunk = None if chunk is None else positive_int(fn, "chunk", chunk)
         self.similarity = choice(fn, "similarity", similarity, SIMILARITIES)
         self.progress = progress_callback(fn, progress)
@@ -163,7 +170,8 @@ class Options:
     def signature(self):
         """What every rank of a group must agree on."""
         return {"mode": self.mode, "bins": self.bins, "range": self.range, "fars": self.fars,
-                "far_rule": self.far_rule, "similarity": self.similarity}
+                "far_rule": self.far_rule, "similarity": self.similarity,
+                "eer_rule": self.eer_rule, "max_fpr": self.max_fpr}
 
     def rows_per_step(self, device, units_per_row, features=False):
         """Rows (or pairs) per add_rows call: `chunk` pairs; from features, in
@@ -204,8 +212,9 @@ def finish(counted, options):
     reduced, then summarized (the same on every rank)."""
     evaluation, setup, session = counted
     session.reduce_counts(evaluation)
-    summary = session.step(lambda: evaluation.summarize(options.fars, options.far_rule))
-    report = report_from_summary(summary, options.far_rule, setup["pairs"])
+    summary = session.step(lambda: evaluation.summarize(options.fars, options.far_rule,
+                                                        options.eer_rule, options.max_fpr))
+    report = report_from_summary(summary, options, setup["pairs"])
     report.communication = session.communication
     return report, summary
 
@@ -409,8 +418,8 @@ def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, ind
 
 def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_set=False,
              mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
-             far_rule="max_tpr", device=None, chunk=None, similarity="cosine", progress=None,
-             group=None):
+             far_rule="max_tpr", eer_rule="crossing", max_fpr=None, device=None, chunk=None,
+             similarity="cosine", progress=None, group=None):
     """ROC of every (query, gallery) pair, its AUC, EER and TAR@FAR.
 
     labels_q (Q,), labels_g (G,)   labels: bool, integers, or floats holding integers
@@ -444,6 +453,17 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    near ones; exact mode makes a second pass, in
                                    curve mode, when a target falls where its corners
                                    cannot decide the rule)
+    eer_rule                       "crossing" (default): where the curve's polyline
+                                   crosses FPR = FNR, FPR interpolated there;
+                                   "nearest_mean" (torchmetrics' binary_eer):
+                                   (FPR + FNR) / 2 at the point of the full curve
+                                   minimizing |FPR - FNR|, the first of equals
+                                   (exact mode makes a second pass, in curve mode,
+                                   when that point may lie inside a run of tied
+                                   impostors it does not resolve)
+    max_fpr                        also report.partial_auc: the McClish-standardized
+                                   area over FPR in [0, max_fpr], as
+                                   roc_auc_score(max_fpr=); None (default): none
     device                         where to compute ("cpu", "cuda", "cuda:1"); default:
                                    where the inputs are
     chunk                          pairs per step (bounds the memory of a step)
@@ -460,12 +480,13 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
     """
     options = _distributed.checked("evaluate", group, lambda: Options(
         "evaluate", mode=mode, bins=bins, range=range, fars=fars, far_rule=far_rule, chunk=chunk,
-        similarity=similarity, progress=progress, modes=MODES + ("curve",)))
+        similarity=similarity, progress=progress, modes=MODES + ("curve",), eer_rule=eer_rule,
+        max_fpr=max_fpr))
 
     def run(options):
         return finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
                                 same_set, device, group), options)[0]
-    return _nearest_sklearn_exactly(run(options), options, run)
+    return _decided_in_curve_mode(run(options), options, run)
 
 
 def _undecided_nearest_sklearn(report):
@@ -484,16 +505,25 @@ def _undecided_nearest_sklearn(report):
     return False
 
 
-def _nearest_sklearn_exactly(report, options, run):
-    """The report, with nearest_sklearn's TAR@FAR taken from scikit-learn's whole
-    curve (a second pass, in curve mode) where exact mode's corners cannot decide
-    it; every other field stays exact mode's."""
-    if options.far_rule != "nearest_sklearn" or options.mode != "exact" or \
-            not _undecided_nearest_sklearn(report):
+def _decided_in_curve_mode(report, options, run):
+    """The report, with what exact mode's corners cannot decide taken from
+    scikit-learn's whole curve (a second pass, in curve mode): nearest_sklearn's
+    TAR@FAR, and nearest_mean's EER where the point nearest FPR = FNR may lie
+    inside a run of impostors whose ties exact mode does not count. Every other
+    field stays exact mode's."""
+    if options.mode != "exact":
         return report
-    curve = Options(options.fn, mode="curve", fars=options.fars, far_rule=options.far_rule,
-                    chunk=options.chunk, similarity=options.similarity, modes=("curve",))
-    report.tar_at_far = run(curve).tar_at_far
+    tar = options.far_rule == "nearest_sklearn" and _undecided_nearest_sklearn(report)
+    if not (tar or report._eer_undecided):
+        return report
+    curve = run(Options(options.fn, mode="curve", fars=options.fars, far_rule=options.far_rule,
+                        chunk=options.chunk, similarity=options.similarity, modes=("curve",),
+                        eer_rule=options.eer_rule))
+    if tar:
+        report.tar_at_far = curve.tar_at_far
+    if report._eer_undecided:
+        report.eer, report.eer_threshold = curve.eer, curve.eer_threshold
+        report._eer_undecided = False
     return report
 
 
@@ -518,8 +548,8 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
 
 def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
                    index_b=None, pos_label=None, mode="exact", bins=1024, range=(-1.0, 1.0),
-                   fars=DEFAULT_FARS, far_rule="max_tpr", device=None, chunk=None,
-                   similarity="cosine", progress=None, group=None):
+                   fars=DEFAULT_FARS, far_rule="max_tpr", eer_rule="crossing", max_fpr=None,
+                   device=None, chunk=None, similarity="cosine", progress=None, group=None):
     """ROC of a list of N pairs: scikit-learn's (y_true, y_score) form, or the
     pairs of a verification protocol (IJB-B/C, LFW).
 
@@ -543,12 +573,13 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
     """
     options = _distributed.checked("evaluate_pairs", group, lambda: Options(
         "evaluate_pairs", mode=mode, bins=bins, range=range, fars=fars, far_rule=far_rule,
-        chunk=chunk, similarity=similarity, progress=progress, modes=MODES + ("curve",)))
+        chunk=chunk, similarity=similarity, progress=progress, modes=MODES + ("curve",),
+        eer_rule=eer_rule, max_fpr=max_fpr))
 
     def run(options):
         return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
                                 index_a, index_b, device, group, pos_label), options)[0]
-    return _nearest_sklearn_exactly(run(options), options, run)
+    return _decided_in_curve_mode(run(options), options, run)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,

@@ -17,6 +17,7 @@ from .. import _ffi
 
 MODES = ("exact", "binned")
 FAR_RULES = ("max_tpr", "nearest", "first_above", "interpolate", "nearest_sklearn")
+EER_RULES = ("crossing", "nearest_mean")
 SIMILARITIES = ("cosine", "dot")
 # same_set: False (two sets), True or "unordered" (each unordered pair once),
 # "ordered" (each unordered pair twice, as IFRT counts)
@@ -77,6 +78,17 @@ def far_targets(fn, fars):
         if not 0.0 <= far <= 1.0:
             raise ValueError("%s: fars must lie in [0, 1], got %r" % (fn, far))
     return values
+
+
+def partial_auc_bound(fn, max_fpr):
+    """max_fpr as a float in (0, 1], or None (no partial AUC)."""
+    if max_fpr is None:
+        return None
+    if isinstance(max_fpr, (bool, np.bool_)) or not isinstance(max_fpr, numbers.Real):
+        raise TypeError("%s: max_fpr must be a number in (0, 1] or None, got %r" % (fn, max_fpr))
+    if not 0.0 < float(max_fpr) <= 1.0:
+        raise ValueError("%s: max_fpr must lie in (0, 1], got %r" % (fn, max_fpr))
+    return float(max_fpr)
 
 
 def progress_callback(fn, progress):

@@ -53,7 +53,23 @@ class RocReport:
                            scikit-learn keep extra collinear points; binned
                            mode: one point per bin edge)
     false_accepts, true_accepts   the pair counts behind fpr and tpr
-    auc, eer, eer_threshold
+    auc                    the Mann-Whitney statistic U / (P N) (ties counted half),
+                           rounded once from its exact integer counts: the area
+                           under the curve. roc_auc_score sums the same trapezoids
+                           in floating point, so the two differ by a few ulp
+                           (tests/test_roc_conformance.py bounds it)
+    partial_auc, max_fpr   with max_fpr: the area over FPR in [0, max_fpr],
+                           McClish-standardized as roc_auc_score(max_fpr=)
+                           (0.5 (1 + (A - m^2 / 2) / (m - m^2 / 2)), m = max_fpr), from
+                           the same exact counts (within an ulp of the exact value;
+                           a few ulp from scikit-learn's); None without max_fpr
+    eer, eer_threshold, eer_rule   the EER by its rule: "crossing", where the curve's
+                           polyline crosses FPR = FNR (FNR = 1 - TPR), FPR linearly
+                           interpolated on that segment; "nearest_mean",
+                           torchmetrics': (FPR + FNR) / 2 at the point of the full
+                           curve (every distinct score) minimizing |FPR - FNR|, the
+                           first of equals. The threshold is that of the segment's
+                           end, or of the point
     tar_at_far             list of TarAtFar, one per target in `fars`
     n_genuine, n_impostor  pairs counted (NaN scores excluded)
     n_nan                  pairs with a NaN score, excluded
@@ -92,8 +108,12 @@ class RocReport:
         if any(row.below_resolution for row in self.tar_at_far):
             lines.append("* below 1 / %d impostor pairs: no threshold resolves this FAR"
                          % self.n_impostor)
-        lines.append("AUC %.8f   EER %.6f at threshold %.6f   (%s, far_rule=%s)"
-                     % (self.auc, self.eer, self.eer_threshold, self.mode, self.far_rule))
+        lines.append("AUC %.8f   EER %.6f at threshold %.6f   (%s, far_rule=%s, eer_rule=%s)"
+                     % (self.auc, self.eer, self.eer_threshold, self.mode, self.far_rule,
+                        self.eer_rule))
+        if self.max_fpr is not None:
+            lines.append("partial AUC over FPR <= %g: %.8f (McClish-standardized)"
+                         % (self.max_fpr, self.partial_auc))
         lines.append("%d genuine pairs, %d impostor pairs, %d NaN scores excluded"
                      % (self.n_genuine, self.n_impostor, self.n_nan))
         return "\n".join(lines)
@@ -107,7 +127,9 @@ class RocReport:
             "mode": self.mode, "far_rule": self.far_rule, "pairs": self.pairs,
             "n_genuine": self.n_genuine, "n_impostor": self.n_impostor, "n_nan": self.n_nan,
             "auc": _json_number(self.auc), "eer": _json_number(self.eer),
-            "eer_threshold": _json_number(self.eer_threshold),
+            "eer_threshold": _json_number(self.eer_threshold), "eer_rule": self.eer_rule,
+            "max_fpr": self.max_fpr,
+            "partial_auc": None if self.partial_auc is None else _json_number(self.partial_auc),
             "n_points": int(len(self.fpr)), "device_bytes_peak": self.device_bytes_peak,
             "tar_at_far": [{"far": row.far, "tar": _json_number(row.tar),
                             "threshold": _json_number(row.threshold),
@@ -133,8 +155,8 @@ class RocReport:
         np.savez(path, **arrays)
 
 
-def report_from_summary(summary, far_rule, pairs):
-    """A RocReport of a C roc_summary (copied: the summary may be freed after)."""
+def report_from_summary(summary, options, pairs):
+    """A RocReport of a C roc_summary made with `options` (_evaluate.Options)."""
     s = summary
     n = s.n_points
     mode = MODE_NAMES[s.mode]
@@ -161,7 +183,10 @@ def report_from_summary(summary, far_rule, pairs):
     else:
         counts = {}
     return RocReport(
-        mode=mode, far_rule=far_rule, pairs=pairs,
+        mode=mode, far_rule=options.far_rule, pairs=pairs, eer_rule=options.eer_rule,
+        max_fpr=options.max_fpr,
+        partial_auc=None if options.max_fpr is None else float(s.partial_auc),
+        _eer_undecided=bool(s.eer_undecided),  # for _evaluate's second pass, in curve mode
         fpr=_array(s, s.fpr, n, np.float64), tpr=_array(s, s.tpr, n, np.float64),
         thresholds=_array(s, s.thresholds, n, np.float64),
         false_accepts=_array(s, s.false_accepts, n, np.uint64),

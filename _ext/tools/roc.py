@@ -14,7 +14,8 @@ A pair list has one pair a line, `id_a id_b label` (1 genuine, 0 impostor),
 its ids those of the features file's `id` (N,) array, or, with --templates,
 IJB template ids (template features built from the image features, with
 InsightFace's flip fusion and detector scores where --flip and --face-scores
-ask for them).
+ask for them); or it is LFW's pairs.txt (lfw.py: images named by the features
+file's `path` array), whose k-fold accuracy is printed beside the table.
 
 Prints a TAR@FAR table with thresholds and false-accept counts; --json writes
 a small summary, --curve the whole curve (.npz), --plot draws the ROC.
@@ -38,7 +39,7 @@ import numpy as np
 
 import _ext
 
-from . import embeddings, templates
+from . import embeddings, lfw, templates
 from .cli import add_version, far_value, optional, quiet_on_closed_pipe, require
 from .embeddings import InputError, check_writable
 from .plot_roc import curve_of_report, draw
@@ -108,7 +109,7 @@ def make_parser():
     pairs = parser.add_argument_group("pair lists (IJB-B/C, LFW)")
     pairs.add_argument("--pairs", metavar="PAIRS_TXT",
                        help="a pair list, `id_a id_b label` a line, of the ids of the "
-                            "features file")
+                            "features file; or LFW's pairs.txt, of its `path` array")
     pairs.add_argument("--templates", nargs="?", const="", metavar="TID_MID_FILE",
                        help="the ids are IJB template ids; template features are built from "
                             "the image features as InsightFace's image2template_feature builds "
@@ -315,13 +316,16 @@ class Processes:
 class Job:
     """What to evaluate: a description of the inputs for the JSON, the number
     of pairs, the warnings about the inputs, and evaluate(options, grouped),
-    which returns the RocReport (with grouped, of this process's shard)."""
+    which returns the RocReport (with grouped, of this process's shard); for
+    a protocol with folds (LFW's pairs.txt), its k-fold accuracy
+    (roc.VerificationResult)."""
 
-    def __init__(self, inputs, n_pairs, warnings, evaluate):
+    def __init__(self, inputs, n_pairs, warnings, evaluate, verification=None):
         self.inputs = inputs
         self.n_pairs = n_pairs
         self.warnings = warnings
         self.evaluate = evaluate
+        self.verification = verification
 
 
 EXCLUDED = "their pairs are excluded (counted as NaN scores)"
@@ -413,7 +417,8 @@ def one_set_twice(query_path, gallery_path, feature_q, label_q, feature_g, label
 
 def pairs_job(args):
     """The pairs of a list: each process takes consecutive pairs of the list."""
-    from _ext import roc
+    if lfw.is_lfw_pairs(args.pairs):
+        return lfw_pairs_job(args)
     warnings = []
     path = args.query
     id_a, id_b, genuine = embeddings.read_pairs(args.pairs)
@@ -430,6 +435,35 @@ def pairs_job(args):
     id_rows = embeddings.IdRows(path, ids)
     index_a = embeddings.pair_rows(args.pairs, path, id_rows, id_a)
     index_b = embeddings.pair_rows(args.pairs, path, id_rows, id_b)
+    return Job(inputs, int(genuine.size), warnings,
+               pairs_evaluation(genuine, feature, index_a, index_b))
+
+
+def lfw_pairs_job(args):
+    """LFW's pairs.txt (lfw.py): the pairs of its images' features, and the
+    accuracy over its folds as InsightFace's verification.py computes it."""
+    if args.templates is not None:
+        raise InputError("--templates builds IJB templates; %s is LFW's pairs.txt" % args.pairs)
+    warnings, path = [], args.query
+    pairs = lfw.read_pairs(args.pairs)
+    data = embeddings.load(path, keys=("feature", "path"), optional=("feature_flip",),
+                           hint="; LFW's pairs name images: store each feature row's image "
+                                "path (name/name_0001.jpg) as `path`")
+    feature = image_features(args, path, data)
+    index_a, index_b = lfw.pair_rows(pairs, args.pairs, path, embeddings.column_of(
+        path, "path", data["path"], feature.shape[0]))
+    verification, why = lfw.fold_accuracy(pairs, feature, index_a, index_b)
+    warn_or_fail(why, "the TAR@FAR table stands alone", warnings, args.strict)
+    feature = masked(path, feature, warnings, args.strict)
+    return Job({"pairs": args.pairs, "features": path, "protocol": "LFW pairs.txt"},
+               int(pairs.genuine.size), warnings,
+               pairs_evaluation(pairs.genuine, feature, index_a, index_b), verification)
+
+
+def pairs_evaluation(genuine, feature, index_a, index_b):
+    """A Job's evaluate of pairs of feature rows: each process takes
+    consecutive pairs of the list."""
+    from _ext import roc
 
     def evaluate(options, grouped):
         if not grouped:
@@ -439,7 +473,7 @@ def pairs_job(args):
         return roc.evaluate_pairs(genuine[a:b], feat_a=feature, feat_b=feature,
                                   index_a=index_a[a:b], index_b=index_b[a:b], group=True,
                                   **options)
-    return Job(inputs, int(genuine.size), warnings, evaluate)
+    return evaluate
 
 
 def image_features(args, path, data):
@@ -509,6 +543,8 @@ def write_json(path, report, job, args, device, world_size, timing):
     out.update(label=args.label, inputs=job.inputs, options=options_record(args),
                device=device, world_size=world_size, timing=timing, warnings=job.warnings,
                version=_ext.__version__)
+    if job.verification is not None:
+        out["verification"] = job.verification.to_dict()
     with open(path, "w") as f:
         json.dump(out, f, allow_nan=False, indent=1)
         f.write("\n")
@@ -597,6 +633,8 @@ def run(args, processes):
     job.warnings += counting_warnings
     timing = {"load_s": loaded - start, "evaluate_s": done - loaded, "passes": progress.passes}
     print(report.table())
+    if job.verification is not None:
+        print(lfw.accuracy_line(job.verification))
     print("%.3f s (loading %.3f s, evaluation %.3f s)" % (done - start, loaded - start,
                                                          done - loaded))
     if args.json:
