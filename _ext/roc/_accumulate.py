@@ -243,11 +243,6 @@ def _merge_levels(old, new):
     """Levels (keys, counts, NaN count) of two sets of genuine pairs together."""
     if old is None:
         return new
-    keys = np.concatenate([old[0], new[0]])
-    counts = np.concatenate([old[1], new[1]])
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
-    if keys.size == 0:
-        return keys, counts, old[2] + new[2]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    return keys[starts], np.add.reduceat(counts, starts), old[2] + new[2]
+    keys, counts = _distributed.merge_counts(np.concatenate([old[0], new[0]]),
+                                             np.concatenate([old[1], new[1]]))
+    return keys, counts, old[2] + new[2]

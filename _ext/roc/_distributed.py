@@ -321,8 +321,14 @@ class GroupSession:
 def merge_keys(gathered_keys, gathered_counts):
     """Distinct keys (uint32, ascending) and their summed counts (uint64) of
     every rank's keys (int64) and counts (uint64 as int64)."""
-    keys = np.concatenate(gathered_keys)
-    counts = np.concatenate(gathered_counts).view(np.uint64)
+    return merge_counts(np.concatenate(gathered_keys),
+                        np.concatenate(gathered_counts).view(np.uint64))
+
+
+def merge_counts(keys, counts):
+    """The distinct keys (uint32, ascending) among `keys` and the sum of the
+    uint64 `counts` of each: the one merge of levels or keys, across ranks
+    and across an accumulator's batches."""
     if keys.size == 0:
         return np.zeros(0, np.uint32), np.zeros(0, np.uint64)
     order = np.argsort(keys, kind="stable")
