@@ -542,8 +542,10 @@ int roc_eval_set_levels(roc_eval *ev, const uint32_t *keys, const uint64_t *coun
         free(own_counts);
         return nomem(ev, "the genuine levels");
     }
-    memcpy(own_keys, keys, (size_t)n_levels * sizeof *own_keys);
-    memcpy(own_counts, counts, (size_t)n_levels * sizeof *own_counts);
+    if (n_levels > 0) { /* (memcpy from NULL is undefined, even of 0 bytes) */
+        memcpy(own_keys, keys, (size_t)n_levels * sizeof *own_keys);
+        memcpy(own_counts, counts, (size_t)n_levels * sizeof *own_counts);
+    }
     free(ev->genuine.keys);
     free(ev->genuine.counts);
     ev->genuine = (roc_genuine_levels){n_levels, own_keys, own_counts};
@@ -631,8 +633,10 @@ int roc_eval_set_keys(roc_eval *ev, const uint32_t *keys, const uint64_t *counts
         free(own_counts);
         return nomem(ev, "the distinct scores");
     }
-    memcpy(own_keys, keys, (size_t)n_keys * sizeof *own_keys);
-    memcpy(own_counts, counts, (size_t)n_keys * sizeof *own_counts);
+    if (n_keys > 0) { /* (memcpy from NULL is undefined, even of 0 bytes) */
+        memcpy(own_keys, keys, (size_t)n_keys * sizeof *own_keys);
+        memcpy(own_counts, counts, (size_t)n_keys * sizeof *own_counts);
+    }
     roc_key_counts *acc = &ev->counts.keys;
     free(acc->keys);
     free(acc->counts);

@@ -499,3 +499,36 @@ def test_y_true_that_is_not_integers_is_refused(y_true, shown):
                "contains NaN; a NaN label matches nothing")
     with pytest.raises(ValueError, match="^evaluate_pairs: genuine " + message):
         roc.evaluate_pairs(y_true, np.zeros(2, np.float32))
+
+
+# ---------------------------------------------------------------------------
+# GPU against CPU (GPU machine): the conversions above, made on the device
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_inputs_converted_on_the_device_equal_cpu(rng, dtype):
+    """CUDA half scores widened on the device, CUDA float labels checked and
+    compared there, CUDA y_true in {-1, 1} and with pos_label: the CPU's
+    reports."""
+    labels_q = rng.integers(0, 6, 200).astype(np.float32)
+    labels_g = rng.integers(0, 6, 300).astype(np.float32)
+    half = torch.from_numpy(rng.normal(size=(200, 300))).to(getattr(torch, dtype))
+    half[0, :7] = float("nan")
+    cpu = roc.evaluate(labels_q, labels_g, score=half.float().numpy())
+    gpu = roc.evaluate(torch.from_numpy(labels_q).cuda(), torch.from_numpy(labels_g).cuda(),
+                       score=half.cuda())
+    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+    assert (gpu.n_nan, gpu.auc) == (cpu.n_nan, cpu.auc)
+    with pytest.raises(ValueError, match="^evaluate: labels_q holds 0.5, which is not an integer"):
+        roc.evaluate(torch.full((200,), 0.5, device="cuda"), torch.from_numpy(labels_g).cuda(),
+                     score=half.cuda())
+    y_true = np.where(rng.random(60_000) < 0.3, 1, -1).astype(np.int8)
+    score = half.reshape(-1)[:60_000]
+    for pos_label in (None, -1):
+        cpu = roc.evaluate_pairs(y_true, score.float().numpy(), pos_label=pos_label)
+        gpu = roc.evaluate_pairs(torch.from_numpy(y_true).cuda(), score.cuda(),
+                                 pos_label=pos_label)
+        np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+        assert gpu.auc == cpu.auc
+    with pytest.raises(ValueError, match=r"^evaluate_pairs: genuine takes values in \{-1, 0, 1\}"):
+        roc.evaluate_pairs(torch.tensor([-1, 0, 1], device="cuda"), score[:3].cuda())
