@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from _ext import _ffi, conv
 from torch_op_checks import (check_compiled, check_compiled_double_backward,
-                             hessian_vector_product, opcheck, ops_called)
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 IMAGE_SHAPES = [(1, 1), (5, 7), (16, 16), (33, 64), (64, 31), (1, 1, 8, 8), (2, 3, 17, 20)]
 
@@ -140,10 +140,6 @@ def hessian_products(fn, image, kernel, rng):
     weights = torch.from_numpy(rng.standard_normal(image.shape)).to(image)
     directions = [torch.from_numpy(rng.standard_normal(t.shape)).to(t) for t in (image, kernel)]
     return hessian_vector_product(fn, leaves([image, kernel]), weights, directions)
-
-
-def leaves(tensors):
-    return [t.detach().clone().requires_grad_() for t in tensors]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

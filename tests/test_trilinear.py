@@ -11,7 +11,7 @@ from _ext import _ffi, trilinear
 from _ext.trilinear.reference import trilinear_reference
 from cpu_only_build import build_cpu_only, run_python
 from torch_op_checks import (check_compiled, check_compiled_double_backward,
-                             hessian_vector_product, opcheck, ops_called)
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 # (N, F): one point, odd F, F not a multiple of a 16-byte vector, large F
 SHAPES = [(1, 1), (1, 4), (7, 3), (5, 5), (33, 8), (300, 37), (64, 256), (3, 4099)]
@@ -140,8 +140,7 @@ def hessian_products(fn, feats, points, rng):
     directions."""
     weights = torch.from_numpy(rng.standard_normal((feats.shape[0], feats.shape[2])))
     directions = [torch.from_numpy(rng.standard_normal(t.shape)).to(t) for t in (feats, points)]
-    inputs = [t.detach().clone().requires_grad_() for t in (feats, points)]
-    return hessian_vector_product(fn, inputs, weights.to(feats), directions)
+    return hessian_vector_product(fn, leaves([feats, points]), weights.to(feats), directions)
 
 
 def reference_double_backward(grad_grad_feats, grad_grad_points, grad_out, feats, points):
@@ -179,8 +178,7 @@ def test_gradient_of_a_gradient_is_not_zero(rng):
     """The issue's reproduction: a penalty on the points' gradient reaches the
     points and the features (it was zeros, with torch only warning)."""
     feats, points = sample(rng, 6, 5)
-    ours = [t.clone().requires_grad_() for t in (feats, points)]
-    theirs = [t.clone().requires_grad_() for t in (feats, points)]
+    ours, theirs = leaves([feats, points]), leaves([feats, points])
     for fn, (f, p) in ((trilinear.trilinear_interpolation, ours), (trilinear_reference, theirs)):
         (grad_points,) = torch.autograd.grad(fn(f, p).sum(), p, create_graph=True)
         grad_points.square().sum().backward()

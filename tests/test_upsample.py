@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from _ext import _ffi, upsample
 from cpu_only_build import build_cpu_only, run_python
 from torch_op_checks import (check_compiled, check_compiled_double_backward,
-                             hessian_vector_product, opcheck, ops_called)
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 try:
     import onnx
@@ -271,8 +271,7 @@ def hessian_product(fn, x, rng):
     out_shape = fn(x).shape
     weights = sample(rng, tuple(out_shape), x.dtype, x.device)
     direction = sample(rng, tuple(x.shape), x.dtype, x.device)
-    (product,) = hessian_vector_product(fn, [x.detach().clone().requires_grad_()], weights,
-                                        [direction])
+    (product,) = hessian_vector_product(fn, leaves([x]), weights, [direction])
     return product
 
 
