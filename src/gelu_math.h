@@ -51,7 +51,7 @@
 #define GELU_TANH_CUBIC 0.044715
 #define GELU_SIGMOID_SLOPE 1.702
 
-#define GELU_DEFINE(sfx, T, ERF, TANH, EXP, FABS)                                                   \
+#define GELU_DEFINE(sfx, T, ERF, TANH, EXP, FABS)                                             \
     GELU_HD T gelu_value_##sfx(T x, int approximate)                                         \
     {                                                                                         \
         if (approximate == GELU_TANH) {                                                       \
