@@ -5,14 +5,16 @@ compute-sanitizer:
     compute-sanitizer --tool racecheck python3 dev/sanitize_interp.py
 
 trilinear: forward and backward (both gradients, feats only, points only),
-16-byte and scalar accesses (F a multiple of 4 / 2 or not, a misaligned feats
-view), one lane to a full warp per point, F = 0. upsample: every coordinate
-mode forward and backward, output rows narrower and wider than a block's
-columns, register-held and table-read runs of readers (scale 21), 1x1
-inputs, downsampling, unchanged axes. gelu: every formula forward and
-backward, 16-byte and scalar accesses, lengths with a tail past the last
-vector. Each in float32 and float64; each result is checked against the CPU
-path, so a wrong answer fails here too.
+double backward (every output alone and all three, each incoming gradient
+NULL or given), 16-byte and scalar accesses (F a multiple of 4 / 2 or not, a
+misaligned feats view), one lane to a full warp per point, F = 0. upsample:
+every coordinate mode forward and backward, output rows narrower and wider
+than a block's columns, register-held and table-read runs of readers (scale
+21), 1x1 inputs, downsampling, unchanged axes. gelu: every formula forward,
+backward and double backward (both gradients and each alone), 16-byte and
+scalar accesses, lengths with a tail past the last vector. Each in float32
+and float64; each result is checked against the CPU path, so a wrong answer
+fails here too.
 """
 
 import os
@@ -56,6 +58,7 @@ def trilinear_cases(generator):
                     if c is not None:
                         close(g, c)
                 ran += 1
+            ran += trilinear_double_backward_cases(generator, grad_out, feats, points)
             if n_feats:
                 close(trilinear.trilinear_forward(misaligned(feats), points.cuda()),
                       trilinear.trilinear_forward(feats, points))
@@ -66,6 +69,34 @@ def trilinear_cases(generator):
                 close(gpu[1], cpu[1])
                 ran += 2
             ran += 1
+    return ran
+
+
+def trilinear_double_backward_cases(generator, grad_out, feats, points):
+    grad_grad_feats = torch.randn(feats.shape, generator=generator, dtype=feats.dtype)
+    grad_grad_points = torch.randn(points.shape, generator=generator, dtype=points.dtype)
+    ran = 0
+    for given in ((grad_grad_feats, grad_grad_points), (None, grad_grad_points),
+                  (grad_grad_feats, None)):
+        for wanted in ((True, True, True), (True, False, False), (False, True, False),
+                       (False, False, True)):
+            gpu = trilinear.trilinear_double_backward(
+                *(None if t is None else t.cuda() for t in given), grad_out.cuda(),
+                feats.cuda(), points.cuda(), *wanted)
+            cpu = trilinear.trilinear_double_backward(*given, grad_out, feats, points, *wanted)
+            for g, c in zip(gpu, cpu):
+                if c is not None:
+                    close(g, c)
+            ran += 1
+    if feats.shape[2]:
+        gpu = trilinear.trilinear_double_backward(misaligned(grad_grad_feats),
+                                                  grad_grad_points.cuda(), misaligned(grad_out),
+                                                  misaligned(feats), points.cuda())
+        cpu = trilinear.trilinear_double_backward(grad_grad_feats, grad_grad_points, grad_out,
+                                                  feats, points)
+        for g, c in zip(gpu, cpu):
+            close(g, c)
+        ran += 1
     return ran
 
 
@@ -107,6 +138,16 @@ def gelu_cases(generator):
                 close(gelu.gelu_backward(misaligned(grad), misaligned(x), approximate),
                       gelu.gelu_backward(grad, x, approximate))
                 ran += 4
+                grad_grad = torch.randn(n, generator=generator, dtype=dtype)
+                for flags in ((True, True), (True, False), (False, True)):
+                    cpu = gelu.gelu_double_backward(grad_grad, grad, x, approximate, *flags)
+                    for place in (lambda t: t.cuda(), misaligned):
+                        gpu = gelu.gelu_double_backward(place(grad_grad), place(grad), place(x),
+                                                        approximate, *flags)
+                        for g, c in zip(gpu, cpu):
+                            if c is not None:
+                                close(g, c)
+                        ran += 1
     return ran
 
 

@@ -1,7 +1,8 @@
 /*
  * trilinear.c: the _ext.trilinear shim: argument checks, the CPU
- * implementation (OpenMP over points), and the calls into the CUDA launchers
- * of cuda/trilinear_kernel.cu. The weights and slopes are in
+ * implementation (OpenMP over points) of forward, backward and double
+ * backward, and the calls into the CUDA launchers of
+ * cuda/trilinear_kernel.cu. The weights and slopes are in
  * trilinear_math.h, shared with the GPU.
  */
 #include <stdint.h>
@@ -57,6 +58,17 @@ static int check_rows(const char *fn, const char *name, const ext_tensor *t,
     return EXT_OK;
 }
 
+/* t (or NULL) float, with the dtype and shape of ref: a gradient of ref's. */
+static int check_optional_like(const char *fn, const char *name, const ext_tensor *t,
+                               const char *ref_name, const ext_tensor *ref)
+{
+    int st;
+    if (t && ((st = ext_check_dtype(fn, name, t, FLOAT_DTYPES)) ||
+              (st = ext_check_like(fn, name, t, ref_name, ref))))
+        return st;
+    return EXT_OK;
+}
+
 static int check_forward(const char *fn, const ext_tensor *feats, const ext_tensor *points,
                          const ext_tensor *out, int device_type)
 {
@@ -83,18 +95,52 @@ static int check_backward(const char *fn, const ext_tensor *grad_out, const ext_
     if (grad_feats == NULL && grad_points == NULL)
         return ext_fail(EXT_ERR_VALUE, "%s: grad_feats and grad_points are both NULL; ask for "
                         "at least one gradient", fn);
-    if (grad_feats) {
-        if ((st = ext_check_dtype(fn, "grad_feats", grad_feats, FLOAT_DTYPES)) ||
-            (st = ext_check_like(fn, "grad_feats", grad_feats, "feats", feats)))
-            return st;
+    if ((st = check_optional_like(fn, "grad_feats", grad_feats, "feats", feats)) ||
+        (st = check_optional_like(fn, "grad_points", grad_points, "points", points)))
+        return st;
+    if (grad_feats)
         args[n_args++] = (ext_arg){"grad_feats", grad_feats};
-    }
-    if (grad_points) {
-        if ((st = ext_check_dtype(fn, "grad_points", grad_points, FLOAT_DTYPES)) ||
-            (st = ext_check_like(fn, "grad_points", grad_points, "points", points)))
-            return st;
+    if (grad_points)
         args[n_args++] = (ext_arg){"grad_points", grad_points};
-    }
+    if ((st = ext_check_devices(fn, args, n_args, device_type, NULL)))
+        return st;
+    for (int i = 0; i < n_args; i++)
+        if ((st = ext_check_contiguous(fn, args[i].name, args[i].t)))
+            return st;
+    return EXT_OK;
+}
+
+static int check_double_backward(const char *fn, const ext_tensor *grad_grad_feats,
+                                 const ext_tensor *grad_grad_points, const ext_tensor *grad_out,
+                                 const ext_tensor *feats, const ext_tensor *points,
+                                 const ext_tensor *grad_grad_out, const ext_tensor *grad_feats,
+                                 const ext_tensor *grad_points, int device_type)
+{
+    const ext_arg optional[] = {{"grad_grad_feats", grad_grad_feats},
+                                {"grad_grad_points", grad_grad_points},
+                                {"grad_grad_out", grad_grad_out},
+                                {"grad_feats", grad_feats},
+                                {"grad_points", grad_points}};
+    ext_arg args[8] = {{"feats", feats}, {"points", points}, {"grad_out", grad_out}};
+    int n_args = 3, st;
+    if ((st = check_inputs(fn, feats, points)) ||
+        (st = check_rows(fn, "grad_out", grad_out, feats)) ||
+        (st = check_optional_like(fn, "grad_grad_feats", grad_grad_feats, "feats", feats)) ||
+        (st = check_optional_like(fn, "grad_grad_points", grad_grad_points, "points", points)))
+        return st;
+    if (grad_grad_feats == NULL && grad_grad_points == NULL)
+        return ext_fail(EXT_ERR_VALUE, "%s: grad_grad_feats and grad_grad_points are both NULL; "
+                        "give at least one", fn);
+    if (grad_grad_out == NULL && grad_feats == NULL && grad_points == NULL)
+        return ext_fail(EXT_ERR_VALUE, "%s: grad_grad_out, grad_feats and grad_points are all "
+                        "NULL; ask for at least one gradient", fn);
+    if ((grad_grad_out && (st = check_rows(fn, "grad_grad_out", grad_grad_out, feats))) ||
+        (st = check_optional_like(fn, "grad_feats", grad_feats, "feats", feats)) ||
+        (st = check_optional_like(fn, "grad_points", grad_points, "points", points)))
+        return st;
+    for (int i = 0; i < 5; i++)
+        if (optional[i].t)
+            args[n_args++] = optional[i];
     if ((st = ext_check_devices(fn, args, n_args, device_type, NULL)))
         return st;
     for (int i = 0; i < n_args; i++)
@@ -165,6 +211,67 @@ static int check_backward(const char *fn, const ext_tensor *grad_out, const ext_
 DEFINE_TRILINEAR_CPU(f32, float)
 DEFINE_TRILINEAR_CPU(f64, double)
 
+/*
+ * Double backward (trilinear.h): per point, the 8 corners' terms for the
+ * direction grad_grad_points[n]; then per feature f, grad_grad_out and
+ * grad_feats, and grad_points summed in f order. The terms of a NULL input
+ * are left out (not multiplied by 0, which would turn an infinite feature
+ * into NaN); NULL outputs are skipped.
+ */
+#define DEFINE_TRILINEAR_DOUBLE_BACKWARD_CPU(sfx, T)                                          \
+    static void trilinear_double_backward_##sfx(                                              \
+        const T *grad_grad_feats, const T *grad_grad_points, const T *grad_out,               \
+        const T *feats, const T *points, T *grad_grad_out, T *grad_feats, T *grad_points,     \
+        int64_t n_points, int64_t n_feats)                                                    \
+    {                                                                                         \
+        const int parallel = n_points * n_feats >= TRILINEAR_PARALLEL_MIN;                    \
+        _Pragma("omp parallel for schedule(static) if (parallel)")                            \
+        for (int64_t n = 0; n < n_points; n++) {                                              \
+            const trilinear_point_##sfx q = trilinear_point_##sfx##_at(points + 3 * n);       \
+            T dp[3] = {0, 0, 0};                                                              \
+            if (grad_grad_points)                                                             \
+                for (int i = 0; i < 3; i++)                                                   \
+                    dp[i] = grad_grad_points[3 * n + i];                                      \
+            trilinear_corner_terms_##sfx terms[8];                                            \
+            for (int k = 0; k < 8; k++)                                                       \
+                terms[k] = trilinear_corner_terms_##sfx##_at(&q, dp, k);                      \
+            const int64_t cube = n * 8 * n_feats, row = n * n_feats;                          \
+            T sum[3] = {0, 0, 0};                                                             \
+            for (int64_t f = 0; f < n_feats; f++) {                                           \
+                const T g = grad_out[row + f];                                                \
+                T value = 0;                                                                  \
+                for (int k = 0; k < 8; k++) {                                                 \
+                    const int64_t at = cube + k * n_feats + f;                                \
+                    const trilinear_corner_terms_##sfx *t = &terms[k];                        \
+                    T point_term[3] = {0, 0, 0};                                              \
+                    if (grad_grad_feats) {                                                    \
+                        const T gg = grad_grad_feats[at];                                     \
+                        value += gg * t->weight;                                              \
+                        for (int i = 0; i < 3; i++)                                           \
+                            point_term[i] += gg * t->slope[i];                                \
+                    }                                                                         \
+                    if (grad_grad_points) {                                                   \
+                        value += feats[at] * t->along;                                        \
+                        for (int i = 0; i < 3; i++)                                           \
+                            point_term[i] += feats[at] * t->bend[i];                          \
+                    }                                                                         \
+                    if (grad_feats)                                                           \
+                        grad_feats[at] = grad_grad_points ? g * t->along : (T)0;              \
+                    for (int i = 0; i < 3; i++)                                               \
+                        sum[i] += g * point_term[i];                                          \
+                }                                                                             \
+                if (grad_grad_out)                                                            \
+                    grad_grad_out[row + f] = value;                                           \
+            }                                                                                 \
+            if (grad_points)                                                                  \
+                for (int i = 0; i < 3; i++)                                                   \
+                    grad_points[3 * n + i] = sum[i];                                          \
+        }                                                                                     \
+    }
+
+DEFINE_TRILINEAR_DOUBLE_BACKWARD_CPU(f32, float)
+DEFINE_TRILINEAR_DOUBLE_BACKWARD_CPU(f64, double)
+
 static void *data_or_null(const ext_tensor *t) { return t ? t->data : NULL; }
 
 int trilinear_forward_cpu(const ext_tensor *feats, const ext_tensor *points,
@@ -199,6 +306,33 @@ int trilinear_backward_cpu(const ext_tensor *grad_out, const ext_tensor *feats,
         trilinear_backward_f64(grad_out->data, feats->data, points->data,
                                data_or_null(grad_feats), data_or_null(grad_points), n_points,
                                n_feats);
+    return EXT_OK;
+}
+
+int trilinear_double_backward_cpu(const ext_tensor *grad_grad_feats,
+                                  const ext_tensor *grad_grad_points, const ext_tensor *grad_out,
+                                  const ext_tensor *feats, const ext_tensor *points,
+                                  const ext_tensor *grad_grad_out, const ext_tensor *grad_feats,
+                                  const ext_tensor *grad_points)
+{
+    const char *fn = "trilinear_interpolation_double_backward";
+    int st = check_double_backward(fn, grad_grad_feats, grad_grad_points, grad_out, feats,
+                                   points, grad_grad_out, grad_feats, grad_points, EXT_CPU);
+    if (st)
+        return st;
+    int64_t n_points = feats->sizes[0], n_feats = feats->sizes[2];
+    if (feats->dtype == EXT_FLOAT32)
+        trilinear_double_backward_f32(data_or_null(grad_grad_feats),
+                                      data_or_null(grad_grad_points), grad_out->data,
+                                      feats->data, points->data, data_or_null(grad_grad_out),
+                                      data_or_null(grad_feats), data_or_null(grad_points),
+                                      n_points, n_feats);
+    else
+        trilinear_double_backward_f64(data_or_null(grad_grad_feats),
+                                      data_or_null(grad_grad_points), grad_out->data,
+                                      feats->data, points->data, data_or_null(grad_grad_out),
+                                      data_or_null(grad_feats), data_or_null(grad_points),
+                                      n_points, n_feats);
     return EXT_OK;
 }
 
@@ -239,6 +373,31 @@ int trilinear_backward_cuda(const ext_tensor *grad_out, const ext_tensor *feats,
                                         data_or_null(grad_feats), data_or_null(grad_points),
                                         feats->dtype, feats->sizes[0], feats->sizes[2],
                                         feats->device_index, stream);
+    if (err)
+        return ext_cuda_fail(fn, err);
+    return EXT_OK;
+#endif
+}
+
+int trilinear_double_backward_cuda(const ext_tensor *grad_grad_feats,
+                                   const ext_tensor *grad_grad_points, const ext_tensor *grad_out,
+                                   const ext_tensor *feats, const ext_tensor *points,
+                                   const ext_tensor *grad_grad_out, const ext_tensor *grad_feats,
+                                   const ext_tensor *grad_points, void *stream)
+{
+    const char *fn = "trilinear_interpolation_double_backward";
+#ifndef EXT_WITH_CUDA
+    return ext_no_cuda(fn, NULL);
+#else
+    int st = check_double_backward(fn, grad_grad_feats, grad_grad_points, grad_out, feats,
+                                   points, grad_grad_out, grad_feats, grad_points, EXT_CUDA);
+    if (st)
+        return st;
+    int err = trilinear_double_backward_launch(
+        data_or_null(grad_grad_feats), data_or_null(grad_grad_points), grad_out->data,
+        feats->data, points->data, data_or_null(grad_grad_out), data_or_null(grad_feats),
+        data_or_null(grad_points), feats->dtype, feats->sizes[0], feats->sizes[2],
+        feats->device_index, stream);
     if (err)
         return ext_cuda_fail(fn, err);
     return EXT_OK;

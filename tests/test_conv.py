@@ -1,7 +1,7 @@
 """_ext.conv against torch.nn.functional.conv2d (padding R, groups C, the
-kernel as (C, 1, K, K)), forward and backward, R from 0 to 7 (the tiled
-kernels) and beyond (the plain path); gradcheck; every error of the shims;
-CUDA against the CPU (GPU machine)."""
+kernel as (C, 1, K, K)), forward, backward and double backward, R from 0 to
+7 (the tiled kernels) and beyond (the plain path); gradcheck and
+gradgradcheck; every error of the shims; CUDA against the CPU (GPU machine)."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from _ext import _ffi, conv
-from torch_op_checks import check_compiled, opcheck, ops_called
+from torch_op_checks import (check_compiled, check_compiled_double_backward,
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 IMAGE_SHAPES = [(1, 1), (5, 7), (16, 16), (33, 64), (64, 31), (1, 1, 8, 8), (2, 3, 17, 20)]
 
@@ -130,6 +131,80 @@ def test_gradcheck(rng, shape, radius, per_channel):
                                                   kernel.requires_grad_()))
 
 
+# ---------------------------------------------------------------------------
+# second and higher derivatives
+
+def hessian_products(fn, image, kernel, rng):
+    """hessian_vector_product of fn in image and kernel, random weights and
+    directions (float64 whatever the inputs' dtype)."""
+    weights = torch.from_numpy(rng.standard_normal(image.shape)).to(image)
+    directions = [torch.from_numpy(rng.standard_normal(t.shape)).to(t) for t in (image, kernel)]
+    return hessian_vector_product(fn, leaves([image, kernel]), weights, directions)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,radius,per_channel", [((5, 7), 1, False), ((2, 3, 6, 5), 2, True),
+                                                      ((1, 2, 9, 4), 3, False),
+                                                      ((2, 1, 4, 4), 0, True),
+                                                      ((3, 4), 9, False)])
+def test_double_backward_matches_torch(rng, shape, radius, per_channel, dtype):
+    """The Hessian of a loss through conv2d, along a direction: the terms
+    through grad_out and the image-kernel cross terms, as F.conv2d's."""
+    image, kernel = sample(rng, shape, radius, per_channel, dtype)
+    ours = hessian_products(conv.conv2d, image, kernel, np.random.default_rng(1))
+    theirs = hessian_products(reference, image.double(), kernel.double(),
+                              np.random.default_rng(1))
+    for got, expected in zip(ours, theirs):
+        assert got.dtype == dtype
+        assert_close(got, expected, dtype)
+
+
+def test_gradient_of_a_gradient_is_not_zero(rng):
+    """The issue's reproduction: the gradient of an image gradient reaches the
+    kernel (it was zeros, with torch only warning)."""
+    image, kernel = leaves(sample(rng, (1, 2, 6, 6), 1, per_channel=True))
+    (grad_image,) = torch.autograd.grad(conv.conv2d(image, kernel).sum(), image,
+                                        create_graph=True)
+    grad_image.square().sum().backward()
+    ref_image, ref_kernel = leaves([image, kernel])
+    (ref_grad,) = torch.autograd.grad(reference(ref_image, ref_kernel).sum(), ref_image,
+                                      create_graph=True)
+    ref_grad.square().sum().backward()
+    assert ref_kernel.grad.abs().max() > 1
+    assert_close(kernel.grad, ref_kernel.grad, torch.float64)
+
+
+@pytest.mark.parametrize("radius", [0, 1, 3])
+@pytest.mark.parametrize("shape,per_channel", [((5, 6), False), ((2, 2, 5, 4), True),
+                                               ((1, 2, 4, 7), False)])
+def test_gradgradcheck(rng, shape, radius, per_channel):
+    image, kernel = leaves(sample(rng, shape, radius, per_channel))
+    assert torch.autograd.gradgradcheck(conv.conv2d, (image, kernel))
+    assert torch.autograd.gradgradcheck(conv.Conv2dFunction.apply, (image, kernel))
+
+
+def test_gradgradcheck_one_input(rng):
+    """Only the image, or only the kernel, differentiable: the backward
+    computed one gradient, whose own gradient must still be right."""
+    image, kernel = sample(rng, (2, 3, 5, 4), 1, per_channel=True)
+    assert torch.autograd.gradgradcheck(lambda t: conv.conv2d(t, kernel),
+                                        (image.clone().requires_grad_(),))
+    assert torch.autograd.gradgradcheck(lambda k: conv.conv2d(image, k),
+                                        (kernel.clone().requires_grad_(),))
+
+
+def test_third_derivatives(rng):
+    """The double backward is made of the differentiable ops: every order is exact."""
+    image, kernel = leaves(sample(rng, (1, 2, 4, 5), 1))
+
+    def gradients(image, kernel):
+        return torch.autograd.grad(conv.conv2d(image, kernel).square().sum(), (image, kernel),
+                                   create_graph=True)
+
+    assert torch.autograd.gradcheck(gradients, (image, kernel))  # second order
+    assert torch.autograd.gradgradcheck(gradients, (image, kernel))  # third order
+
+
 def test_only_the_wanted_gradients(rng):
     image, kernel = sample(rng, (2, 3, 6, 5), 1)
     image.requires_grad_()
@@ -223,6 +298,21 @@ class ConvModel(torch.nn.Module):
 def test_compile_fullgraph(rng):
     torch.manual_seed(0)
     check_compiled(ConvModel(), [sample(rng, (2, 3, 6, 7), 1)[0]])
+
+
+def test_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(ConvModel(), [sample(rng, (2, 3, 6, 7), 1)[0]])
+
+
+def test_opcheck_backward_is_differentiable(rng):
+    """opcheck of ext::conv2d_backward with inputs that require grad: its own
+    autograd formula (the double backward) is registered and traces."""
+    image, kernel = sample(rng, (2, 3, 6, 5), 2, per_channel=True)
+    grad_out = torch.from_numpy(rng.standard_normal(image.shape))
+    for flags in ((True, True), (True, False), (False, True)):
+        opcheck(torch.ops.ext.conv2d_backward.default, (*leaves([image, kernel, grad_out]),
+                                                        *flags))
 
 
 # ---------------------------------------------------------------------------
@@ -370,6 +460,41 @@ def test_cuda_opcheck(rng):
 def test_cuda_compile_fullgraph(rng):
     torch.manual_seed(0)
     check_compiled(ConvModel().cuda(), [sample(rng, (2, 3, 6, 7), 1, device="cuda")[0]])
+
+
+@pytest.mark.gpu
+def test_cuda_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(ConvModel().cuda(),
+                                   [sample(rng, (2, 3, 6, 7), 1, device="cuda")[0]])
+
+
+@pytest.mark.gpu
+def test_cuda_opcheck_backward_is_differentiable(rng):
+    image, kernel = sample(rng, (2, 3, 6, 5), 2, True, device="cuda")
+    grad_out = torch.randn(2, 3, 6, 5, dtype=torch.float64, device="cuda")
+    opcheck(torch.ops.ext.conv2d_backward.default, (*leaves([image, kernel, grad_out]), True,
+                                                    True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("radius,per_channel", [(1, False), (3, True), (8, True)])
+def test_gpu_double_backward_matches_torch(rng, radius, per_channel, dtype):
+    image, kernel = sample(rng, (2, 3, 19, 33), radius, per_channel, dtype, device="cuda")
+    ours = hessian_products(conv.conv2d, image, kernel, np.random.default_rng(1))
+    theirs = hessian_products(reference, image.double().cpu(), kernel.double().cpu(),
+                              np.random.default_rng(1))
+    for got, expected in zip(ours, theirs):
+        assert got.is_cuda
+        assert_close(got, expected, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("radius", [0, 2, 8])
+def test_gpu_gradgradcheck(rng, radius):
+    image, kernel = leaves(sample(rng, (2, 2, 6, 5), radius, True, device="cuda"))
+    assert torch.autograd.gradgradcheck(conv.conv2d, (image, kernel))
 
 
 def gpu_vs_cpu(image, kernel, grad_out):

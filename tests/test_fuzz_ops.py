@@ -1,7 +1,7 @@
 """Property-based tests (Hypothesis) of every public entry point of the five
 further op families (gelu, trilinear, upsample, conv, pcl): the functions,
-the raw forward/backward entry points, the autograd.Functions, the
-nn.Modules and the torch.library custom ops.
+the raw forward/backward (and double backward) entry points, the
+autograd.Functions, the nn.Modules and the torch.library custom ops.
 
 Inputs are drawn across dtypes, shapes (empty and size-1 dimensions too),
 layouts (contiguous, with a storage offset, transposed, strided, expanded),
@@ -274,6 +274,57 @@ def test_gelu_backward_entry_points(device, data):
                    magnitude_of(grad_out))
 
 
+def gelu_curvature_reference(x, approximate):
+    """d2GELU/dx2 in float64, clamped as gelu_slope_reference: beyond 1e10 in
+    magnitude the curvature is its limit 0."""
+    x = x.detach().double().clamp(-1e10, 1e10).requires_grad_()
+    (slope,) = torch.autograd.grad(gelu_reference(x, approximate).sum(), x, create_graph=True)
+    (curvature,) = torch.autograd.grad(slope.sum(), x)
+    return curvature
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_gelu_double_backward_entry_points(device, data):
+    entry = data.draw(st.sampled_from(["gelu_double_backward", "op"]))
+    shape = tuple(data.draw(st.lists(st.integers(0, 4), max_size=3)))
+    x = data.draw(tensors(shape, device, magnitude=data.draw(st.sampled_from([1.0, 1e30]))))
+    grad_grad_input, grad_output = (
+        data.draw(tensors(data.draw(mostly([shape], [tuple(s + 1 for s in shape)[::-1]])),
+                          device, data.draw(mostly([x.dtype], [None])), magnitude=1.0,
+                          specials=False))
+        for _ in range(2))
+    approximate = data.draw(mostly(GELU_MODES, ["erf"]))
+    wanted = (data.draw(st.booleans()), data.draw(st.booleans()))
+    if entry == "gelu_double_backward":
+        grad_output = maybe_not_a_tensor(data.draw, grad_output)
+        approximate = data.draw(mostly([approximate], JUNK_APPROXIMATIONS))
+    valid = (all(valid_tensor(t) and t.dtype == x.dtype and t.shape == x.shape
+                 for t in (x, grad_grad_input, grad_output)) and approximate in GELU_MODES)
+    call = (gelu.gelu_double_backward if entry == "gelu_double_backward"
+            else torch.ops.ext.gelu_double_backward)
+    try:
+        grads = call(grad_grad_input, grad_output, x, approximate, *wanted)
+    except ERRORS as error:
+        assert not valid, error
+        check_error(error, "gelu_double_backward")
+        return
+    assert valid or not any(wanted)
+    if not any(wanted):
+        return
+    expected = (grad_grad_input.double() * gelu_slope_reference(x, approximate),
+                grad_grad_input.double() * grad_output.double()
+                * gelu_curvature_reference(x, approximate))
+    scale = magnitude_of(grad_grad_input) * magnitude_of(grad_output)
+    for asked, ours, theirs in zip(wanted, grads, expected):
+        if asked:
+            assert_matches(ours, theirs, scale)
+        elif entry == "gelu_double_backward":
+            assert ours is None
+        else:  # the op's stand-in for a gradient not asked for
+            assert ours.numel() == 0
+
+
 # ---------------------------------------------------------------------------
 # trilinear
 
@@ -390,6 +441,78 @@ def test_trilinear_backward_entry_points(device, data):
             assert ours is None
         else:  # the op's stand-in for a gradient not asked for
             assert ours.numel() == 0
+
+
+def trilinear_double_backward_reference(grad_grad_feats, grad_grad_points, grad_out, feats,
+                                        points):
+    """(d/d grad_out, d/d feats, d/d points) of <grad_feats, grad_grad_feats>
+    + <grad_points, grad_grad_points> (None: no such term), by autograd of the
+    seed's formula in float64 (finite inputs)."""
+    grad64, feats64, points64 = (t.detach().double().requires_grad_()
+                                 for t in (grad_out, feats, points))
+    grads = torch.autograd.grad(trilinear_reference(feats64, points64), (feats64, points64),
+                                grad64, create_graph=True)
+    inner = sum((g * gg.double()).sum() for g, gg in zip(grads, (grad_grad_feats,
+                                                                 grad_grad_points))
+                if gg is not None)
+    wrt = (grad64, feats64, points64)
+    return tuple(torch.zeros_like(t) if g is None else g
+                 for t, g in zip(wrt, torch.autograd.grad(inner, wrt, allow_unused=True)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_trilinear_double_backward_entry_points(device, data):
+    entry = data.draw(st.sampled_from(["trilinear_double_backward", "op"]))
+    feats, points = data.draw(trilinear_inputs(device))
+    rows = (feats.shape[0], feats.shape[2]) if feats.dim() == 3 else (1, 1)
+
+    def drawn(shape):
+        """A tensor mostly of `shape` and feats' dtype, without special values."""
+        shape = data.draw(mostly([shape], [tuple(s + 1 for s in shape)], 0.9))
+        return data.draw(tensors(shape, device, data.draw(mostly([feats.dtype], [None])),
+                                 magnitude=1.0, specials=False))
+
+    grad_out = drawn(rows)
+    grad_grad_feats, grad_grad_points = (data.draw(mostly([drawn(tuple(t.shape))], [None], 0.8))
+                                         for t in (feats, points))
+    wanted = tuple(data.draw(st.booleans()) for _ in range(3))
+    valid = (valid_tensor(feats) and valid_tensor(points) and valid_tensor(grad_out)
+             and points.dtype == feats.dtype == grad_out.dtype and feats.dim() == 3
+             and feats.shape[1] == 8 and tuple(points.shape) == (feats.shape[0], 3)
+             and tuple(grad_out.shape) == rows
+             and (grad_grad_feats is not None or grad_grad_points is not None)
+             and all(t is None or (valid_tensor(t) and t.dtype == feats.dtype
+                                   and t.shape == like.shape)
+                     for t, like in ((grad_grad_feats, feats), (grad_grad_points, points))))
+    call = (trilinear.trilinear_double_backward if entry == "trilinear_double_backward"
+            else torch.ops.ext.trilinear_interpolation_double_backward)
+    try:
+        results = call(grad_grad_feats, grad_grad_points, grad_out, feats, points, *wanted)
+    except ERRORS as error:
+        assert not valid, error
+        check_error(error, "trilinear_interpolation_double_backward")
+        return
+    assert valid or not any(wanted)
+    if not any(wanted):
+        return
+    for asked, ours, like in zip(wanted, results, (grad_out, feats, points)):
+        if asked:
+            assert ours.shape == like.shape and ours.dtype == like.dtype
+        elif entry == "trilinear_double_backward":
+            assert ours is None
+        else:  # the op's stand-in for a gradient not asked for
+            assert ours.numel() == 0
+    if has_nonfinite(feats, points):
+        return  # which terms meet inf * 0 is the formula's order: values compared where finite
+    expected = trilinear_double_backward_reference(grad_grad_feats, grad_grad_points, grad_out,
+                                                   feats, points)
+    incoming = [t for t in (grad_grad_feats, grad_grad_points) if t is not None]
+    scale = (trilinear_scale(feats, points) * magnitude_of(grad_out) * magnitude_of(*incoming)
+             * (1 + rows[1]))
+    for asked, ours, theirs in zip(wanted, results, expected):
+        if asked:
+            assert_matches(ours, theirs, scale)
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """_ext.gelu against torch.nn.functional.gelu ("none", "tanh") and the seed's
-x * sigmoid(1.702 x) ("sigmoid"), forward and backward; gradcheck; every
-error of the shim; CUDA against the CPU on a GPU machine."""
+x * sigmoid(1.702 x) ("sigmoid"), forward, backward and double backward;
+gradcheck and gradgradcheck; every error of the shim; CUDA against the CPU
+on a GPU machine."""
+
+import math
 
 import numpy as np
 import pytest
@@ -9,7 +12,8 @@ import torch.nn.functional as F
 
 from _ext import _ffi, gelu
 from cpu_only_build import build_cpu_only, run_python
-from torch_op_checks import check_compiled, opcheck, ops_called
+from torch_op_checks import (check_compiled, check_compiled_double_backward,
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 MODES = ["none", "tanh", "sigmoid"]
 SHAPES = [(0,), (1,), (7,), (4, 5), (3, 0, 2), (2, 3, 5, 7), (1000003,)]
@@ -82,6 +86,107 @@ def test_special_values(approximate):
 def test_gradcheck_cpu(rng, approximate):
     x = sample(rng, (3, 17)).requires_grad_()
     assert torch.autograd.gradcheck(lambda t: gelu.gelu(t, approximate), (x,))
+
+
+# ---------------------------------------------------------------------------
+# second derivatives against the references (CPU)
+
+def reference_double_backward(grad_grad_input, grad_output, x, approximate):
+    """(d/d grad_output, d/d x) of <grad_output * GELU'(x), grad_grad_input>,
+    by torch's autograd of the reference in float64."""
+    x64 = x.double().requires_grad_()
+    grad64 = grad_output.double().requires_grad_()
+    (slope_term,) = torch.autograd.grad(reference_gelu(x64, approximate), x64, grad64,
+                                        create_graph=True)
+    return torch.autograd.grad(slope_term, (grad64, x64), grad_grad_input.double())
+
+
+def hessian_product(fn, x, rng):
+    """hessian_vector_product of fn in x, random weights and direction."""
+    weights = sample(rng, x.shape, x.dtype, x.device, spread=False)
+    direction = sample(rng, x.shape, x.dtype, x.device, spread=False)
+    (product,) = hessian_vector_product(fn, leaves([x]), weights, [direction])
+    return product
+
+
+def test_gradient_of_the_gradient_is_the_second_derivative(rng):
+    """The issue's reproduction: x.grad after g.sum().backward(), g the
+    gradient of gelu(x).sum() (it was None, with torch only warning), is
+    GELU''(x) = phi(x) (2 - x^2)."""
+    x = sample(rng, (50,)).requires_grad_()
+    (g,) = torch.autograd.grad(gelu.gelu(x).sum(), x, create_graph=True)
+    g.sum().backward()
+    t = x.detach()
+    phi = torch.exp(-t * t / 2) / math.sqrt(2 * math.pi)
+    torch.testing.assert_close(x.grad, phi * (2 - t * t), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4, 5), (2, 3, 5, 7), (40009,)])
+def test_double_backward_matches_reference(rng, approximate, dtype, shape):
+    """The Hessian of a loss through gelu, along a direction: the curvature
+    term and the term through grad_output, as the reference's."""
+    x = sample(rng, shape, dtype)
+    ours = hessian_product(lambda t: gelu.gelu(t, approximate), x, np.random.default_rng(1))
+    theirs = hessian_product(lambda t: reference_gelu(t, approximate), x.double(),
+                             np.random.default_rng(1))
+    assert ours.dtype == dtype
+    torch.testing.assert_close(ours, theirs.to(dtype), **tolerances(dtype))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_double_backward_entry_point(rng, approximate, dtype):
+    """Both gradients, or either alone, as the reference's."""
+    x, grad, grad_grad = (sample(rng, (6, 7), dtype, spread=spread)
+                          for spread in (True, False, False))
+    expected = [g.to(dtype) for g in reference_double_backward(grad_grad, grad, x, approximate)]
+    both = gelu.gelu_double_backward(grad_grad, grad, x, approximate)
+    alone = (gelu.gelu_double_backward(grad_grad, grad, x, approximate, input_grad=False)[0],
+             gelu.gelu_double_backward(grad_grad, grad, x, approximate,
+                                       grad_output_grad=False)[1])
+    for ours in (both, alone):
+        for got, want in zip(ours, expected):
+            torch.testing.assert_close(got, want, **tolerances(dtype))
+    assert gelu.gelu_double_backward(grad_grad, grad, x, approximate, False, False) == (None,
+                                                                                      None)
+
+
+@pytest.mark.parametrize("approximate", MODES)
+def test_gradgradcheck_cpu(rng, approximate):
+    x = sample(rng, (3, 17)).requires_grad_()
+    assert torch.autograd.gradgradcheck(lambda t: gelu.gelu(t, approximate), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: gelu.GeluFunction.apply(t, approximate), (x,))
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype,extremes", [
+    (torch.float32, [3e38, -3e38, 3.4028235e38, -3.4028235e38, 2e19, -2e19, 1e4, -1e4]),
+    (torch.float64, [1e308, -1e308, 1.7976931348623157e308, 1e160, -1e160, 1e4, -1e4])])
+def test_curvature_at_extreme_magnitudes(approximate, dtype, extremes):
+    """Where x^2 or 1.702 x overflows, and at +-inf, the curvature is its
+    limit 0 (not inf * 0 = NaN), as torch's float64 autograd of the formula
+    says at 1e10, past saturation but before overflow."""
+    x = torch.tensor(extremes + [float("inf"), float("-inf")], dtype=dtype)
+    ones = torch.ones_like(x)
+    grad_grad_output, grad_input = gelu.gelu_double_backward(ones, ones, x, approximate)
+    assert torch.equal(grad_input, torch.zeros_like(x)), grad_input
+    assert torch.equal(grad_grad_output, (x > 0).to(dtype))
+    finite = x[:-2].double().clamp(-1e10, 1e10)
+    reference = reference_double_backward(finite.new_ones(finite.shape),
+                                          finite.new_ones(finite.shape), finite, approximate)[1]
+    assert torch.equal(reference, torch.zeros_like(finite))
+
+
+def test_third_derivative_is_refused(rng):
+    """Not implemented: a clear error, never zeros or a silent None."""
+    x = sample(rng, (5,)).requires_grad_()
+    (g,) = torch.autograd.grad(gelu.gelu(x).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+    with pytest.raises(NotImplementedError, match="gelu: derivatives of third and higher order "
+                                                  "are not implemented"):
+        h.sum().backward()
 
 
 def test_raw_entry_points_match_autograd(rng):
@@ -169,6 +274,27 @@ def test_compile_fullgraph(rng, approximate):
     check_compiled(GeluModel(approximate), [sample(rng, (4, 5))])
 
 
+def test_compile_double_backward(rng):
+    """One formula: the traced graph is the same for the three (a string
+    argument of the ops), and each compile costs seconds."""
+    torch.manual_seed(0)
+    check_compiled_double_backward(GeluModel("tanh"), [sample(rng, (4, 5))])
+
+
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("shape", [(3, 5), (0,)])
+def test_opcheck_double_backward(rng, approximate, shape):
+    """ext::gelu_backward with inputs that require grad (its autograd formula
+    is registered and traces), and ext::gelu_double_backward with each choice
+    of gradients (without grad: its own gradient is the refused third)."""
+    x, grad, grad_grad = (sample(rng, shape) for _ in range(3))
+    opcheck(torch.ops.ext.gelu_backward.default,
+            (grad.clone().requires_grad_(), x.clone().requires_grad_(), approximate))
+    for flags in ((True, True), (True, False), (False, True), (False, False)):
+        opcheck(torch.ops.ext.gelu_double_backward.default,
+                (grad_grad, grad, x, approximate, *flags))
+
+
 # ---------------------------------------------------------------------------
 # errors
 
@@ -221,6 +347,41 @@ def test_not_a_tensor():
 def test_backward_argument_errors(grad, message, error):
     with pytest.raises(error, match=message):
         gelu.gelu_backward(grad, torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("name,position", [("grad_grad_input", 0), ("grad_output", 1)])
+def test_double_backward_argument_errors(name, position):
+    x = torch.zeros(2, 3)
+
+    def call(replaced):
+        args = [torch.zeros(2, 3), torch.zeros(2, 3), x]
+        args[position] = replaced
+        return gelu.gelu_double_backward(*args)
+
+    with pytest.raises(ValueError, match=r"gelu_double_backward: %s is \(3, 2\) but input is "
+                                         r"\(2, 3\); they must match" % name):
+        call(torch.zeros(3, 2))
+    with pytest.raises(TypeError, match="gelu_double_backward: %s must be float32 like input, "
+                                        "got float64" % name):
+        call(torch.zeros(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="gelu_double_backward: %s must be contiguous" % name):
+        call(torch.zeros(2, 6)[:, ::2])
+    with pytest.raises(TypeError, match="gelu_double_backward: %s must be a torch.Tensor, got "
+                                        "list" % name):
+        call([0.0])
+    with pytest.raises(ValueError, match="gelu_double_backward: approximate must be"):
+        gelu.gelu_double_backward(x, x, x, "erf")
+
+
+def test_shim_double_backward_needs_an_output():
+    fn = "gelu_double_backward"
+    x = torch.zeros(3)
+    descs = [_ffi.describe(gelu.ffi, fn, name, x)
+             for name in ("grad_grad_input", "grad_output", "input")]
+    status = gelu.lib.gelu_double_backward_cpu(*descs, gelu.ffi.NULL, gelu.ffi.NULL, 0)
+    with pytest.raises(ValueError, match="gelu_double_backward: grad_grad_output and grad_input "
+                                         "are both NULL; ask for at least one gradient"):
+        _ffi.check(gelu.ffi, gelu.lib, status)
 
 
 def test_shim_checks_the_output_it_is_given():
@@ -300,6 +461,85 @@ def test_cuda_misaligned_views(rng, offset):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES + [(1 << 22) + 3])
+def test_cuda_double_backward_equals_cpu(rng, approximate, dtype, shape):
+    """Both gradients (the fused pass) and each alone (its own pass)."""
+    x = sample(rng, shape, dtype)
+    grad, grad_grad = (sample(rng, shape, dtype, spread=False) for _ in range(2))
+    for flags in ((True, True), (True, False), (False, True)):
+        cpu = gelu.gelu_double_backward(grad_grad, grad, x, approximate, *flags)
+        gpu = gelu.gelu_double_backward(grad_grad.cuda(), grad.cuda(), x.cuda(), approximate,
+                                        *flags)
+        for got, want in zip(gpu, cpu):
+            assert (got is None) == (want is None)
+            if want is not None:
+                assert got.is_cuda
+                torch.testing.assert_close(got.cpu(), want, **tolerances(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_cuda_double_backward_misaligned_views(rng, offset):
+    """Views that start off a 16-byte boundary take the scalar kernels."""
+    n = 1031
+    x, grad, grad_grad = (sample(rng, (n + offset,), torch.float32, "cuda")[offset:]
+                          for _ in range(3))
+    for flags in ((True, True), (True, False), (False, True)):
+        gpu = gelu.gelu_double_backward(grad_grad, grad, x, "none", *flags)
+        cpu = gelu.gelu_double_backward(grad_grad.cpu(), grad.cpu(), x.cpu(), "none", *flags)
+        for got, want in zip(gpu, cpu):
+            if want is not None:
+                torch.testing.assert_close(got.cpu(), want, **tolerances(torch.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_double_backward_matches_reference(rng, approximate, dtype):
+    x = sample(rng, (3, 1001), dtype, "cuda")
+    ours = hessian_product(lambda t: gelu.gelu(t, approximate), x, np.random.default_rng(1))
+    theirs = hessian_product(lambda t: reference_gelu(t, approximate), x.double().cpu(),
+                             np.random.default_rng(1))
+    assert ours.is_cuda
+    torch.testing.assert_close(ours.cpu(), theirs.to(dtype), **tolerances(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_cuda_curvature_at_extreme_magnitudes(approximate):
+    for dtype, big in ((torch.float32, 3e38), (torch.float64, 1e308)):
+        x = torch.tensor([big, -big, float("inf"), float("-inf")], dtype=dtype, device="cuda")
+        ones = torch.ones_like(x)
+        grad_grad_output, grad_input = gelu.gelu_double_backward(ones, ones, x, approximate)
+        assert torch.equal(grad_input.cpu(), torch.zeros(4, dtype=dtype))
+        assert torch.equal(grad_grad_output.cpu(), torch.tensor([1.0, 0.0, 1.0, 0.0],
+                                                                dtype=dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
+def test_gradgradcheck_cuda(rng, approximate):
+    x = sample(rng, (5, 13), device="cuda").requires_grad_()
+    assert torch.autograd.gradgradcheck(lambda t: gelu.gelu(t, approximate), (x,))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(GeluModel("tanh").cuda(), [sample(rng, (4, 5), device="cuda")])
+
+
+@pytest.mark.gpu
+def test_cuda_double_backward_device_errors():
+    x = torch.zeros(3, device="cuda")
+    with pytest.raises(RuntimeError, match="gelu_double_backward: grad_output is on cpu; "
+                                           "gelu_double_backward needs CUDA tensors"):
+        gelu.gelu_double_backward(x, torch.zeros(3), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("approximate", MODES)
 def test_gradcheck_cuda(rng, approximate):
     x = sample(rng, (5, 13), device="cuda").requires_grad_()
     assert torch.autograd.gradcheck(lambda t: gelu.gelu(t, approximate), (x,))
@@ -367,6 +607,12 @@ def test_cuda_opcheck(rng, approximate):
     opcheck(torch.ops.ext.gelu.default, (x.requires_grad_(), approximate))
     opcheck(torch.ops.ext.gelu_backward.default,
             (sample(rng, (3, 5), device="cuda"), x.detach(), approximate))
+    opcheck(torch.ops.ext.gelu_backward.default,
+            (sample(rng, (3, 5), device="cuda").requires_grad_(), x, approximate))
+    for flags in ((True, True), (True, False), (False, True)):
+        opcheck(torch.ops.ext.gelu_double_backward.default,
+                (sample(rng, (3, 5), device="cuda"), sample(rng, (3, 5), device="cuda"),
+                 x.detach(), approximate, *flags))
 
 
 @pytest.mark.gpu

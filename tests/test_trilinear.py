@@ -1,14 +1,17 @@
 """_ext.trilinear against the seed's pure-PyTorch formula (forward, and
-backward through torch's autograd, for feats and for points); gradcheck;
-edge shapes; every error of the shim; CUDA against the CPU on a GPU machine."""
+backward and double backward through torch's autograd, for feats and for
+points); gradcheck and gradgradcheck; edge shapes; every error of the shim;
+CUDA against the CPU on a GPU machine."""
 
+import numpy as np
 import pytest
 import torch
 
 from _ext import _ffi, trilinear
 from _ext.trilinear.reference import trilinear_reference
 from cpu_only_build import build_cpu_only, run_python
-from torch_op_checks import check_compiled, opcheck, ops_called
+from torch_op_checks import (check_compiled, check_compiled_double_backward,
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 # (N, F): one point, odd F, F not a multiple of a 16-byte vector, large F
 SHAPES = [(1, 1), (1, 4), (7, 3), (5, 5), (33, 8), (300, 37), (64, 256), (3, 4099)]
@@ -130,6 +133,130 @@ def test_empty(rng, n_points, n_feats):
 
 
 # ---------------------------------------------------------------------------
+# second derivatives against the seed's formula (CPU)
+
+def hessian_products(fn, feats, points, rng):
+    """hessian_vector_product of fn in feats and points, random weights and
+    directions."""
+    weights = torch.from_numpy(rng.standard_normal((feats.shape[0], feats.shape[2])))
+    directions = [torch.from_numpy(rng.standard_normal(t.shape)).to(t) for t in (feats, points)]
+    return hessian_vector_product(fn, leaves([feats, points]), weights.to(feats), directions)
+
+
+def reference_double_backward(grad_grad_feats, grad_grad_points, grad_out, feats, points):
+    """(d/d grad_out, d/d feats, d/d points) of <grad_feats, grad_grad_feats>
+    + <grad_points, grad_grad_points> (None: no such term), the backward's
+    outputs by autograd of the seed's formula in float64."""
+    grad64, feats64, points64 = (t.detach().double().requires_grad_()
+                                 for t in (grad_out, feats, points))
+    grads = torch.autograd.grad(trilinear_reference(feats64, points64), (feats64, points64),
+                                grad64, create_graph=True)
+    inner = sum((g * gg.double()).sum() for g, gg in zip(grads, (grad_grad_feats,
+                                                                 grad_grad_points))
+                if gg is not None)
+    wrt = (grad64, feats64, points64)
+    return tuple(torch.zeros_like(t) if g is None else g
+                 for t, g in zip(wrt, torch.autograd.grad(inner, wrt, allow_unused=True)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_points,n_feats", SHAPES)
+def test_double_backward_matches_seed_formula(rng, dtype, n_points, n_feats):
+    """The Hessian of a loss through the interpolation along a direction: the
+    point-point, point-feature and grad_out terms, as the seed formula's."""
+    feats, points = sample(rng, n_points, n_feats, dtype)
+    ours = hessian_products(trilinear.trilinear_interpolation, feats, points,
+                            np.random.default_rng(1))
+    theirs = hessian_products(trilinear_reference, feats.double(), points.double(),
+                              np.random.default_rng(1))
+    for got, expected, size in zip(ours, theirs, (1, n_feats)):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, expected.to(dtype), **tolerances(dtype, size))
+
+
+def test_gradient_of_a_gradient_is_not_zero(rng):
+    """The issue's reproduction: a penalty on the points' gradient reaches the
+    points and the features (it was zeros, with torch only warning)."""
+    feats, points = sample(rng, 6, 5)
+    ours, theirs = leaves([feats, points]), leaves([feats, points])
+    for fn, (f, p) in ((trilinear.trilinear_interpolation, ours), (trilinear_reference, theirs)):
+        (grad_points,) = torch.autograd.grad(fn(f, p).sum(), p, create_graph=True)
+        grad_points.square().sum().backward()
+    for got, expected in zip(ours, theirs):
+        assert expected.grad.abs().max() > 0.1
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("spread", [1.0, 3.0])
+def test_gradgradcheck_cpu(rng, spread):
+    feats, points = (t.requires_grad_() for t in sample(rng, 6, 5, spread=spread))
+    assert torch.autograd.gradgradcheck(trilinear.trilinear_interpolation, (feats, points))
+    assert torch.autograd.gradgradcheck(trilinear.TrilinearInterpolationFunction.apply,
+                                        (feats, points))
+
+
+def test_gradgradcheck_one_input(rng):
+    """Only feats, or only points, differentiable: the backward computed one
+    gradient, whose own gradient must still be right."""
+    feats, points = sample(rng, 5, 3)
+    assert torch.autograd.gradgradcheck(lambda f: trilinear.trilinear_interpolation(f, points),
+                                        (feats.clone().requires_grad_(),))
+    assert torch.autograd.gradgradcheck(lambda p: trilinear.trilinear_interpolation(feats, p),
+                                        (points.clone().requires_grad_(),))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("given", ["both", "feats", "points"])
+def test_double_backward_entry_point(rng, dtype, given):
+    """Every gradient, alone or together, from either incoming gradient or
+    both (None for zeros), as the seed formula's."""
+    n_points, n_feats = 7, 5
+    feats, points = sample(rng, n_points, n_feats, dtype)
+    grad_out = torch.from_numpy(rng.standard_normal((n_points, n_feats))).to(dtype)
+    grad_grad_feats = (torch.from_numpy(rng.standard_normal(feats.shape)).to(dtype)
+                       if given != "points" else None)
+    grad_grad_points = (torch.from_numpy(rng.standard_normal(points.shape)).to(dtype)
+                        if given != "feats" else None)
+    expected = reference_double_backward(grad_grad_feats, grad_grad_points, grad_out, feats,
+                                         points)
+    for wanted in ((True, True, True), (True, False, False), (False, True, False),
+                   (False, False, True), (False, False, False)):
+        results = trilinear.trilinear_double_backward(grad_grad_feats, grad_grad_points,
+                                                      grad_out, feats, points, *wanted)
+        for got, want, want_it, size in zip(results, expected, wanted, (1, 1, n_feats)):
+            assert (got is None) != want_it
+            if want_it:
+                torch.testing.assert_close(got, want.to(dtype), **tolerances(dtype, size))
+
+
+def test_absent_incoming_gradient_leaves_its_terms_out(rng):
+    """Without grad_grad_points its terms are left out, not multiplied by 0:
+    an infinite feature does not turn the others' gradients into NaN."""
+    feats, points = sample(rng, 3, 4)
+    feats[1, 2, 3] = float("inf")
+    grad_out = torch.from_numpy(rng.standard_normal((3, 4)))
+    grad_grad_feats = torch.from_numpy(rng.standard_normal(feats.shape))
+    grad_grad_out, grad_feats, grad_points = trilinear.trilinear_double_backward(
+        grad_grad_feats, None, grad_out, feats, points)
+    torch.testing.assert_close(grad_grad_out,
+                               trilinear.trilinear_forward(grad_grad_feats, points))
+    torch.testing.assert_close(grad_points,
+                               trilinear.trilinear_backward(grad_out, grad_grad_feats, points)[1])
+    assert torch.equal(grad_feats, torch.zeros_like(feats))
+
+
+def test_third_derivative_is_refused(rng):
+    """Not implemented: a clear error, never zeros or a silent None."""
+    feats, points = (t.requires_grad_() for t in sample(rng, 3, 2))
+    (grad_points,) = torch.autograd.grad(trilinear.trilinear_interpolation(feats, points).sum(),
+                                         points, create_graph=True)
+    (second,) = torch.autograd.grad(grad_points.square().sum(), points, create_graph=True)
+    with pytest.raises(NotImplementedError, match="trilinear_interpolation: derivatives of "
+                                                  "third and higher order are not implemented"):
+        second.sum().backward()
+
+
+# ---------------------------------------------------------------------------
 # the custom ops ext::trilinear_interpolation and its backward, and torch.compile
 
 def test_public_entry_points_go_through_the_ops(rng):
@@ -170,6 +297,32 @@ class TrilinearModel(torch.nn.Module):
 def test_compile_fullgraph(rng):
     torch.manual_seed(0)
     check_compiled(TrilinearModel(6, 5), [sample(rng, 6, 5)[1]])
+
+
+def test_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(TrilinearModel(6, 5), [sample(rng, 6, 5)[1]])
+
+
+@pytest.mark.parametrize("n_points,n_feats", [(5, 4), (3, 0)])
+def test_opcheck_double_backward(rng, n_points, n_feats):
+    """ext::trilinear_interpolation_backward with inputs that require grad
+    (its autograd formula is registered and traces), and
+    ext::trilinear_interpolation_double_backward with each choice of inputs
+    and gradients (without grad: its own gradient is the refused third)."""
+    feats, points = sample(rng, n_points, n_feats)
+    grad_out = torch.from_numpy(rng.standard_normal((n_points, n_feats)))
+    grad_grad_feats = torch.from_numpy(rng.standard_normal(feats.shape))
+    grad_grad_points = torch.from_numpy(rng.standard_normal(points.shape))
+    for flags in ((True, True), (True, False), (False, True)):
+        opcheck(torch.ops.ext.trilinear_interpolation_backward.default,
+                (*(t.clone().requires_grad_() for t in (grad_out, feats, points)), *flags))
+    for given, flags in (((grad_grad_feats, grad_grad_points), (True, True, True)),
+                         ((None, grad_grad_points), (False, True, True)),
+                         ((grad_grad_feats, None), (True, False, True)),
+                         ((grad_grad_feats, grad_grad_points), (False, False, False))):
+        opcheck(torch.ops.ext.trilinear_interpolation_double_backward.default,
+                (*given, grad_out, feats, points, *flags))
 
 
 def test_huge_expanded_feats_are_refused_before_allocating():
@@ -264,6 +417,59 @@ def test_shim_checks_out():
         _ffi.check(trilinear.ffi, trilinear.lib, status)
 
 
+def raw_double_backward(**given):
+    """Calls the C entry point directly: every tensor of (N, F) = (4, 6) unless
+    given (None for NULL)."""
+    feats, points = inputs()
+    tensors = dict(grad_grad_feats=torch.zeros(4, 8, 6), grad_grad_points=torch.zeros(4, 3),
+                   grad_out=torch.zeros(4, 6), feats=feats, points=points,
+                   grad_grad_out=torch.zeros(4, 6), grad_feats=torch.zeros(4, 8, 6),
+                   grad_points=torch.zeros(4, 3))
+    tensors.update(given)
+    name = "trilinear_interpolation_double_backward"
+    descs = [trilinear.ffi.NULL if t is None else _ffi.describe(trilinear.ffi, name, arg, t)
+             for arg, t in tensors.items()]
+    _ffi.check(trilinear.ffi, trilinear.lib, trilinear.lib.trilinear_double_backward_cpu(*descs))
+
+
+@pytest.mark.parametrize("given,error,message", [
+    (dict(grad_grad_out=None, grad_feats=None, grad_points=None), ValueError,
+     "grad_grad_out, grad_feats and grad_points are all NULL"),
+    (dict(grad_grad_feats=None, grad_grad_points=None), ValueError,
+     "grad_grad_feats and grad_grad_points are both NULL; give at least one"),
+    (dict(grad_grad_feats=torch.zeros(4, 8, 5)), ValueError,
+     r"grad_grad_feats is \(4, 8, 5\) but feats is \(4, 8, 6\); they must match"),
+    (dict(grad_grad_points=torch.zeros(4, 3, dtype=torch.float64)), TypeError,
+     "grad_grad_points must be float32 like points, got float64"),
+    (dict(grad_grad_points=torch.zeros(3, 4).t()), ValueError,
+     "grad_grad_points must be contiguous"),
+    (dict(grad_out=torch.zeros(4, 5)), ValueError,
+     r"grad_out is \(4, 5\) but feats is \(4, 8, 6\)"),
+    (dict(grad_grad_out=torch.zeros(6, 4)), ValueError,
+     r"grad_grad_out is \(6, 4\) but feats is \(4, 8, 6\); grad_grad_out must be \(N, F\)"),
+    (dict(grad_feats=torch.zeros(4, 8, 12)[:, :, ::2]), ValueError,
+     "grad_feats must be contiguous"),
+    (dict(grad_points=torch.zeros(4, 2)), ValueError,
+     r"grad_points is \(4, 2\) but points is \(4, 3\); they must match"),
+])
+def test_shim_checks_the_double_backward_arguments(given, error, message):
+    with pytest.raises(error, match="trilinear_interpolation_double_backward: " + message):
+        raw_double_backward(**given)
+
+
+def test_double_backward_argument_errors():
+    feats, points = inputs()
+    fn = "trilinear_interpolation_double_backward: "
+    with pytest.raises(TypeError, match=fn + "grad_grad_points must be a torch.Tensor, got list"):
+        trilinear.trilinear_double_backward(None, [0.0], torch.zeros(4, 6), feats, points)
+    with pytest.raises(TypeError, match=fn + "grad_out must be a torch.Tensor, got NoneType"):
+        trilinear.trilinear_double_backward(None, None, None, feats, points)
+    with pytest.raises(ValueError, match=fn + "feats must be contiguous"):
+        trilinear.trilinear_double_backward(None, None, torch.zeros(1, 1),
+                                            torch.zeros(1, 8, 1).expand(2**30, 8, 2**12),
+                                            torch.zeros(1, 3).expand(2**30, 3))
+
+
 def test_cuda_entry_point_refuses_cpu_tensors():
     expected = ("feats is on cpu; trilinear_interpolation_backward needs CUDA tensors"
                 if trilinear.built_with_cuda else "_ext.trilinear was built without CUDA")
@@ -332,6 +538,93 @@ def test_cuda_misaligned_views(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_points,n_feats", GPU_SHAPES)
+def test_cuda_double_backward_equals_cpu(rng, dtype, n_points, n_feats):
+    """Every choice of incoming gradients and of outputs, vector and scalar
+    rows, one lane to a full warp per point."""
+    feats, points = sample(rng, n_points, n_feats, dtype)
+    grad_out = torch.from_numpy(rng.standard_normal((n_points, n_feats))).to(dtype)
+    grad_grad_feats = torch.from_numpy(rng.standard_normal(feats.shape)).to(dtype)
+    grad_grad_points = torch.from_numpy(rng.standard_normal(points.shape)).to(dtype)
+    for given in ((grad_grad_feats, grad_grad_points), (None, grad_grad_points),
+                  (grad_grad_feats, None)):
+        for wanted in ((True, True, True), (True, False, False), (False, True, False),
+                       (False, False, True)):
+            cpu = trilinear.trilinear_double_backward(*given, grad_out, feats, points, *wanted)
+            gpu = trilinear.trilinear_double_backward(
+                *(None if t is None else t.cuda() for t in given), grad_out.cuda(),
+                feats.cuda(), points.cuda(), *wanted)
+            for got, want, size in zip(gpu, cpu, (1, 1, n_feats)):
+                assert (got is None) == (want is None)
+                if want is not None:
+                    assert got.is_cuda
+                    torch.testing.assert_close(got.cpu(), want, **tolerances(dtype, size))
+
+
+@pytest.mark.gpu
+def test_cuda_double_backward_misaligned_views(rng):
+    """feats, grad_out and grad_grad_feats starting 4 bytes into their
+    storage: the scalar kernel."""
+    feats, points = sample(rng, 40, 12, torch.float32)
+    grad_out = torch.from_numpy(rng.standard_normal((40, 12))).float()
+    grad_grad_feats = torch.from_numpy(rng.standard_normal(feats.shape)).float()
+    grad_grad_points = torch.from_numpy(rng.standard_normal(points.shape)).float()
+
+    def misaligned(t):
+        view = torch.empty(t.numel() + 1, device="cuda")[1:].view(t.shape)
+        return view.copy_(t)
+
+    gpu = trilinear.trilinear_double_backward(misaligned(grad_grad_feats),
+                                              grad_grad_points.cuda(), misaligned(grad_out),
+                                              misaligned(feats), points.cuda())
+    cpu = trilinear.trilinear_double_backward(grad_grad_feats, grad_grad_points, grad_out,
+                                              feats, points)
+    for got, want, size in zip(gpu, cpu, (1, 1, 12)):
+        torch.testing.assert_close(got.cpu(), want, **tolerances(torch.float32, size))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_double_backward_matches_seed_formula(rng, dtype):
+    feats, points = sample(rng, 129, 37, dtype, device="cuda")
+    ours = hessian_products(trilinear.trilinear_interpolation, feats, points,
+                            np.random.default_rng(1))
+    theirs = hessian_products(trilinear_reference, feats.double().cpu(), points.double().cpu(),
+                              np.random.default_rng(1))
+    for got, expected, size in zip(ours, theirs, (1, 37)):
+        assert got.is_cuda
+        torch.testing.assert_close(got.cpu(), expected.to(dtype), **tolerances(dtype, size))
+
+
+@pytest.mark.gpu
+def test_gradgradcheck_cuda(rng):
+    feats, points = sample(rng, 37, 9, device="cuda")
+    assert torch.autograd.gradgradcheck(trilinear.trilinear_interpolation,
+                                        (feats.requires_grad_(), points.requires_grad_()))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(TrilinearModel(6, 5).cuda(),
+                                   [sample(rng, 6, 5, device="cuda")[1]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_points,n_feats", [(0, 5), (4, 0), (0, 0)])
+def test_cuda_double_backward_empty(rng, n_points, n_feats):
+    """Empty rows: grad_points is still written (zeros)."""
+    feats, points = sample(rng, n_points, n_feats, device="cuda")
+    grad_out = torch.zeros(n_points, n_feats, dtype=torch.float64, device="cuda")
+    results = trilinear.trilinear_double_backward(torch.zeros_like(feats),
+                                                  torch.ones_like(points), grad_out, feats,
+                                                  points)
+    assert [r.shape for r in results] == [grad_out.shape, feats.shape, points.shape]
+    assert torch.equal(results[2].cpu(), torch.zeros(n_points, 3, dtype=torch.float64))
+
+
+@pytest.mark.gpu
 def test_gradcheck_cuda(rng):
     feats, points = sample(rng, 37, 9, device="cuda")
     assert torch.autograd.gradcheck(trilinear.trilinear_interpolation,
@@ -362,6 +655,13 @@ def test_cuda_opcheck(rng):
     for flags in ((True, True), (True, False), (False, True)):
         opcheck(torch.ops.ext.trilinear_interpolation_backward.default,
                 (grad_out, feats, points, *flags))
+        opcheck(torch.ops.ext.trilinear_interpolation_backward.default,
+                (grad_out.clone().requires_grad_(), feats.clone().requires_grad_(),
+                 points.clone().requires_grad_(), *flags))
+    opcheck(torch.ops.ext.trilinear_interpolation_double_backward.default,
+            (torch.randn_like(feats), torch.randn_like(points), grad_out, feats, points))
+    opcheck(torch.ops.ext.trilinear_interpolation_double_backward.default,
+            (None, torch.randn_like(points), grad_out, feats, points, False, True, True))
 
 
 @pytest.mark.gpu

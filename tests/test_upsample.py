@@ -1,8 +1,9 @@
 """_ext.upsample against torch.nn.functional.interpolate (half_pixel and
-align_corners, forward and backward), onnxruntime's Resize (asymmetric), and
-a float64 NumPy reference of all three modes built from their definitions;
-gradcheck; edge shapes; every error of the shim; CUDA against the CPU and
-against torch's CUDA kernels on a GPU machine."""
+align_corners, forward, backward and double backward), onnxruntime's Resize
+(asymmetric), and a float64 NumPy reference of all three modes built from
+their definitions; gradcheck and gradgradcheck; edge shapes; every error of
+the shim; CUDA against the CPU and against torch's CUDA kernels on a GPU
+machine."""
 
 import math
 import time
@@ -14,7 +15,8 @@ import torch.nn.functional as F
 
 from _ext import _ffi, upsample
 from cpu_only_build import build_cpu_only, run_python
-from torch_op_checks import check_compiled, opcheck, ops_called
+from torch_op_checks import (check_compiled, check_compiled_double_backward,
+                             hessian_vector_product, leaves, opcheck, ops_called)
 
 try:
     import onnx
@@ -264,6 +266,74 @@ def test_gradcheck_cpu(rng, mode, shape, kwargs):
         lambda t: upsample.upsample_bilinear(t, coordinate_mode=mode, **kwargs), (x,))
 
 
+def hessian_product(fn, x, rng):
+    """hessian_vector_product of fn in x, random weights and direction."""
+    out_shape = fn(x).shape
+    weights = sample(rng, tuple(out_shape), x.dtype, x.device)
+    direction = sample(rng, tuple(x.shape), x.dtype, x.device)
+    (product,) = hessian_vector_product(fn, leaves([x]), weights, [direction])
+    return product
+
+
+@pytest.mark.parametrize("mode", TORCH_MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,kwargs", [((2, 3, 4, 5), dict(scale_factor=(1.7, 2.3))),
+                                          ((1, 2, 7, 6), dict(size=(3, 11))),
+                                          ((1, 1, 1, 1), dict(scale_factor=3))])
+def test_double_backward_matches_torch(rng, mode, dtype, shape, kwargs):
+    """The Hessian of a loss through the resampling, along a direction: the
+    term through grad_output, as F.interpolate's."""
+    x = sample(rng, shape, dtype)
+    ours = hessian_product(lambda t: upsample.upsample_bilinear(t, coordinate_mode=mode,
+                                                                **kwargs), x,
+                           np.random.default_rng(1))
+    theirs = hessian_product(lambda t: torch_interpolate(t, mode, **kwargs), x.double(),
+                             np.random.default_rng(1))
+    assert ours.dtype == dtype
+    torch.testing.assert_close(ours, theirs.to(dtype), **tolerances(dtype))
+
+
+def test_gradient_of_a_gradient_is_not_zero(rng):
+    """The issue's reproduction: a gradient penalty through the resampling
+    (it was zeros, with torch only warning)."""
+    x = sample(rng, (1, 2, 3, 4)).requires_grad_()
+    (grad,) = torch.autograd.grad(upsample.upsample_bilinear(x, scale_factor=2).square().sum(),
+                                  x, create_graph=True)
+    grad.sum().backward()
+    ref = x.detach().clone().requires_grad_()
+    (ref_grad,) = torch.autograd.grad(torch_interpolate(ref, "half_pixel", scale_factor=2)
+                                      .square().sum(), ref, create_graph=True)
+    ref_grad.sum().backward()
+    assert ref.grad.abs().min() > 0.1
+    torch.testing.assert_close(x.grad, ref.grad, **tolerances(torch.float64))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape,kwargs", [((1, 1, 4, 5), dict(scale_factor=(1.7, 2.3))),
+                                          ((2, 1, 3, 3), dict(size=(7, 2))),
+                                          ((1, 1, 6, 7), dict(scale_factor=0.6))])
+def test_gradgradcheck_cpu(rng, mode, shape, kwargs):
+    x = sample(rng, shape).requires_grad_()
+    size = upsample.output_size(shape[2:], **kwargs)
+    scales = (0, 0) if "size" in kwargs else pair(kwargs["scale_factor"])
+    assert torch.autograd.gradgradcheck(
+        lambda t: upsample.upsample_bilinear(t, coordinate_mode=mode, **kwargs), (x,))
+    assert torch.autograd.gradgradcheck(
+        lambda t: upsample.UpsampleBilinearFunction.apply(t, size, mode, scales), (x,))
+
+
+def test_third_derivatives(rng):
+    """The double backward is the differentiable forward op: every order is exact."""
+    x = sample(rng, (1, 2, 3, 4)).requires_grad_()
+
+    def gradient(t):
+        out = upsample.upsample_bilinear(t, scale_factor=(1.5, 2))
+        return torch.autograd.grad(out.square().sum(), t, create_graph=True)[0]
+
+    assert torch.autograd.gradcheck(gradient, (x,))  # second order
+    assert torch.autograd.gradgradcheck(gradient, (x,))  # third order
+
+
 def test_raw_backward_equals_autograd(rng):
     x = sample(rng, (2, 3, 5, 6)).requires_grad_()
     out = upsample.upsample_bilinear(x, scale_factor=1.6, coordinate_mode="asymmetric")
@@ -438,6 +508,20 @@ class UpsampleModel(torch.nn.Module):
 def test_compile_fullgraph(rng, options):
     torch.manual_seed(0)
     check_compiled(UpsampleModel(**options), [sample(rng, (2, 3, 4, 6))])
+
+
+def test_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(UpsampleModel(scale_factor=(1.7, 0.6)),
+                                   [sample(rng, (2, 3, 4, 6))])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_opcheck_backward_is_differentiable(rng, mode):
+    """opcheck of ext::upsample_bilinear_backward with a grad_output that
+    requires grad: its autograd formula (the double backward) is registered."""
+    grad = sample(rng, (1, 2, 12, 4)).requires_grad_()
+    opcheck(torch.ops.ext.upsample_bilinear_backward.default, (grad, (5, 3), mode, 2.5, 1.5))
 
 
 # ---------------------------------------------------------------------------
@@ -650,6 +734,37 @@ def test_cuda_opcheck(rng, mode):
             (x.requires_grad_(), (12, 4), mode, 2.5, 1.5))
     opcheck(torch.ops.ext.upsample_bilinear_backward.default,
             (sample(rng, (1, 2, 12, 4), device="cuda"), (5, 3), mode, 2.5, 1.5))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", TORCH_MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_double_backward_matches_torch(rng, mode, dtype):
+    x = sample(rng, (2, 3, 17, 9), dtype, "cuda")
+    kwargs = dict(scale_factor=(1.7, 2.3))
+    ours = hessian_product(lambda t: upsample.upsample_bilinear(t, coordinate_mode=mode,
+                                                                **kwargs), x,
+                           np.random.default_rng(1))
+    theirs = hessian_product(lambda t: torch_interpolate(t, mode, **kwargs), x.double().cpu(),
+                             np.random.default_rng(1))
+    assert ours.is_cuda
+    torch.testing.assert_close(ours.cpu(), theirs.to(dtype), **tolerances(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_gradgradcheck_cuda(rng, mode):
+    x = sample(rng, (1, 2, 5, 4), device="cuda").requires_grad_()
+    assert torch.autograd.gradgradcheck(
+        lambda t: upsample.upsample_bilinear(t, scale_factor=(1.6, 2.2), coordinate_mode=mode),
+        (x,))
+
+
+@pytest.mark.gpu
+def test_cuda_compile_double_backward(rng):
+    torch.manual_seed(0)
+    check_compiled_double_backward(UpsampleModel(scale_factor=(1.7, 2)).cuda(),
+                                   [sample(rng, (2, 3, 4, 6), device="cuda")])
 
 
 @pytest.mark.gpu

@@ -25,7 +25,10 @@ and on a plain path beyond. An empty image is an error.
 conv2d() is the custom op ext::conv2d (torch.ops.ext.conv2d), traceable by
 torch.compile(fullgraph=True), with the op ext::conv2d_backward as its
 gradient; conv2d_forward() and conv2d_backward() are the raw entry points
-without autograd (the ops' kernels).
+without autograd (the ops' kernels). The correlation is bilinear in (image,
+kernel), so the backward's own gradient is again made of the two ops (see
+_double_backward): derivatives of every order are exact, with respect to
+the image, the kernel and grad_out (gradient penalties, meta-learning).
 """
 
 import numbers
@@ -137,8 +140,50 @@ def _backward(ctx, grad_out):
     return grad_image if need_image else None, grad_kernel if need_kernel else None
 
 
+def _backward_setup_context(ctx, inputs, output):
+    image, kernel, grad_out, need_image, need_kernel = inputs
+    ctx.save_for_backward(image, kernel, grad_out)
+    ctx.computed = (need_image, need_kernel)
+
+
+def _double_backward(ctx, grad_grad_image, grad_grad_kernel):
+    """The gradients of ext::conv2d_backward's outputs, from the ops themselves.
+
+    With out = conv2d(image, kernel) = A(kernel) image = B(image) kernel, the
+    backward is grad_image = A(kernel)^T grad_out and grad_kernel =
+    B(image)^T grad_out. So <grad_grad_image, grad_image> + <grad_grad_kernel,
+    grad_kernel> = <conv2d(grad_grad_image, kernel) + conv2d(image,
+    grad_grad_kernel), grad_out>, whose gradients are
+        grad_out: conv2d(grad_grad_image, kernel) + conv2d(image, grad_grad_kernel)
+        kernel:   the kernel gradient of conv2d(grad_grad_image, kernel) for grad_out
+        image:    the image gradient of conv2d(image, grad_grad_kernel) for grad_out
+    An output the backward did not compute (an empty tensor) adds nothing.
+    """
+    image, kernel, grad_out = ctx.saved_tensors
+    computed_image, computed_kernel = ctx.computed
+    want_image, want_kernel, want_grad_out = ctx.needs_input_grad[:3]
+    grad_image = grad_kernel = grad_grad_out = None
+    if computed_image:
+        grad_grad_image = grad_grad_image.contiguous()
+        if want_grad_out:
+            grad_grad_out = _forward_op(grad_grad_image, kernel)
+        if want_kernel:
+            grad_kernel = _backward_op(grad_grad_image, kernel, grad_out, False, True)[1]
+    if computed_kernel:
+        grad_grad_kernel = grad_grad_kernel.contiguous()
+        if want_grad_out:
+            through_kernel = _forward_op(image, grad_grad_kernel)
+            grad_grad_out = through_kernel if grad_grad_out is None else \
+                grad_grad_out + through_kernel
+        if want_image:
+            grad_image = _backward_op(image, grad_grad_kernel, grad_out, True, False)[0]
+    return grad_image, grad_kernel, grad_grad_out, None, None
+
+
 torch.library.register_autograd("ext::conv2d", _backward, setup_context=_setup_context,
                                 lib=_library)
+torch.library.register_autograd("ext::conv2d_backward", _double_backward,
+                                setup_context=_backward_setup_context, lib=_library)
 _forward_op = torch.ops.ext.conv2d.default
 _backward_op = torch.ops.ext.conv2d_backward.default
 

@@ -17,13 +17,16 @@ tensors are contiguous, float32 or float64, on one device; CUDA work runs on
 the caller's current stream. trilinear_interpolation() is the custom op
 ext::trilinear_interpolation (torch.ops.ext), traceable by
 torch.compile(fullgraph=True), with the op
-ext::trilinear_interpolation_backward as its gradient. trilinear_forward()
-and trilinear_backward() are the raw entry points without autograd (the ops'
-kernels). Formulas: src/trilinear_math.h.
+ext::trilinear_interpolation_backward as its gradient, whose own gradient
+(the double backward: gradient penalties, meta-learning) is the op
+ext::trilinear_interpolation_double_backward, one fused pass with every
+second-order term (src/trilinear.h). A third derivative is not implemented:
+asking for one raises NotImplementedError. trilinear_forward(),
+trilinear_backward() and trilinear_double_backward() are the raw entry points
+without autograd (the ops' kernels). Formulas: src/trilinear_math.h.
 """
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from .. import _ffi
 from .._tensors import empty, empty_like, require_contiguous, require_tensor
@@ -94,15 +97,64 @@ def trilinear_backward(grad_out, feats, points, feats_grad=True, points_grad=Tru
     return grad_feats if feats_grad else None, grad_points if points_grad else None
 
 
+def _double_backward_kernel(grad_grad_feats, grad_grad_points, grad_out, feats, points,
+                            grad_out_grad=True, feats_grad=True, points_grad=True):
+    """The kernel of ext::trilinear_interpolation_double_backward:
+    (grad_grad_out, grad_feats, grad_points); grad_grad_feats or
+    grad_grad_points None (not both) when no gradient reaches that output,
+    a gradient not asked for an empty tensor (ops return tensors, not None)."""
+    fn = "trilinear_interpolation_double_backward"
+    inputs = (("grad_grad_feats", grad_grad_feats), ("grad_grad_points", grad_grad_points),
+              ("grad_out", grad_out), ("feats", feats), ("points", points))
+    for name, x in inputs[2:] + tuple(item for item in inputs[:2] if item[1] is not None):
+        require_tensor(fn, name, x)
+    wanted = (grad_out_grad, feats_grad, points_grad)
+    if not any(wanted):
+        return grad_out.new_empty(0), feats.new_empty(0), points.new_empty(0)
+    require_contiguous(fn, "feats", feats)
+    require_contiguous(fn, "points", points)
+    outputs = [empty(fn, name, shape, like) if want else None
+               for name, shape, like, want in (
+                   ("grad_grad_out", _rows_shape(feats), feats, grad_out_grad),
+                   ("grad_feats", feats.shape, feats, feats_grad),
+                   ("grad_points", points.shape, points, points_grad))]
+    _run(lib.trilinear_double_backward_cpu, lib.trilinear_double_backward_cuda, feats,
+         *(ffi.NULL if x is None else _ffi.describe(ffi, fn, name, x) for name, x in inputs),
+         *(ffi.NULL if out is None else _ffi.describe(ffi, fn, name, out)
+           for name, out in zip(("grad_grad_out", "grad_feats", "grad_points"), outputs)))
+    return tuple(like.new_empty(0) if out is None else out
+                 for out, like in zip(outputs, (grad_out, feats, points)))
+
+
+def trilinear_double_backward(grad_grad_feats, grad_grad_points, grad_out, feats, points,
+                              grad_out_grad=True, feats_grad=True, points_grad=True):
+    """(grad_grad_out, grad_feats, grad_points): the gradients of
+    trilinear_backward(grad_out, feats, points)'s two results with respect
+    to grad_out, feats and points, for the gradients grad_grad_feats (N, 8,
+    F) and grad_grad_points (N, 3) that reach them (either None, not both,
+    when none reaches it: its terms are left out), without autograd; a
+    gradient not asked for is None."""
+    wanted = (grad_out_grad, feats_grad, points_grad)
+    results = _double_backward_kernel(grad_grad_feats, grad_grad_points, grad_out, feats, points,
+                                      *wanted)
+    return tuple(result if want else None for result, want in zip(results, wanted))
+
+
 # ---------------------------------------------------------------------------
-# the custom ops ext::trilinear_interpolation and its backward
+# the custom ops ext::trilinear_interpolation, its backward and double backward
 
 _library = torch.library.Library("ext", "FRAGMENT")
 _library.define("trilinear_interpolation(Tensor feats, Tensor points) -> Tensor")
 _library.define("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, "
                 "bool feats_grad=True, bool points_grad=True) -> (Tensor, Tensor)")
+_library.define("trilinear_interpolation_double_backward(Tensor? grad_grad_feats, "
+                "Tensor? grad_grad_points, Tensor grad_out, Tensor feats, Tensor points, "
+                "bool grad_out_grad=True, bool feats_grad=True, bool points_grad=True) "
+                "-> (Tensor, Tensor, Tensor)")
 _library.impl("trilinear_interpolation", trilinear_forward, "CompositeExplicitAutograd")
 _library.impl("trilinear_interpolation_backward", _backward_kernel, "CompositeExplicitAutograd")
+_library.impl("trilinear_interpolation_double_backward", _double_backward_kernel,
+              "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("ext::trilinear_interpolation", lib=_library)
@@ -113,6 +165,14 @@ def _forward_fake(feats, points):
 @torch.library.register_fake("ext::trilinear_interpolation_backward", lib=_library)
 def _backward_fake(grad_out, feats, points, feats_grad=True, points_grad=True):
     return (feats.new_empty(feats.shape if feats_grad else 0),
+            points.new_empty(points.shape if points_grad else 0))
+
+
+@torch.library.register_fake("ext::trilinear_interpolation_double_backward", lib=_library)
+def _double_backward_fake(grad_grad_feats, grad_grad_points, grad_out, feats, points,
+                          grad_out_grad=True, feats_grad=True, points_grad=True):
+    return (grad_out.new_empty(_rows_shape(feats) if grad_out_grad else 0),
+            feats.new_empty(feats.shape if feats_grad else 0),
             points.new_empty(points.shape if points_grad else 0))
 
 
@@ -130,10 +190,46 @@ def _backward(ctx, grad_out):
     return grad_feats if feats_grad else None, grad_points if points_grad else None
 
 
+def _backward_setup_context(ctx, inputs, output):
+    grad_out, feats, points, feats_grad, points_grad = inputs
+    ctx.save_for_backward(grad_out, feats, points)
+    ctx.computed = (feats_grad, points_grad)
+
+
+def _double_backward(ctx, grad_grad_feats, grad_grad_points):
+    """The gradients of ext::trilinear_interpolation_backward's outputs, one
+    pass of ext::trilinear_interpolation_double_backward. An output the
+    backward did not compute (an empty tensor) brings no gradient, and feats
+    reach only grad_points: without grad_grad_points their term is zero."""
+    grad_out, feats, points = ctx.saved_tensors
+    computed_feats, computed_points = ctx.computed
+    grad_grad_feats = grad_grad_feats.contiguous() if computed_feats else None
+    grad_grad_points = grad_grad_points.contiguous() if computed_points else None
+    grad_out_grad, feats_grad, points_grad = ctx.needs_input_grad[:3]
+    feats_grad = feats_grad and grad_grad_points is not None
+    wanted = (grad_out_grad, feats_grad, points_grad)
+    if not any(wanted) or (grad_grad_feats is None and grad_grad_points is None):
+        return None, None, None, None, None
+    results = _double_backward_op(grad_grad_feats, grad_grad_points, grad_out.contiguous(),
+                                  feats, points, *wanted)
+    return (*(result if want else None for result, want in zip(results, wanted)), None, None)
+
+
+def _third_derivative(ctx, *grads):
+    raise NotImplementedError("trilinear_interpolation: derivatives of third and higher order "
+                              "are not implemented (trilinear_interpolation_double_backward "
+                              "has no gradient)")
+
+
 torch.library.register_autograd("ext::trilinear_interpolation", _backward,
                                 setup_context=_setup_context, lib=_library)
+torch.library.register_autograd("ext::trilinear_interpolation_backward", _double_backward,
+                                setup_context=_backward_setup_context, lib=_library)
+torch.library.register_autograd("ext::trilinear_interpolation_double_backward",
+                                _third_derivative, lib=_library)
 _forward_op = torch.ops.ext.trilinear_interpolation.default
 _backward_op = torch.ops.ext.trilinear_interpolation_backward.default
+_double_backward_op = torch.ops.ext.trilinear_interpolation_double_backward.default
 
 
 class TrilinearInterpolationFunction(torch.autograd.Function):
@@ -146,7 +242,7 @@ class TrilinearInterpolationFunction(torch.autograd.Function):
         _setup_context(ctx, (feats, points), out)
         return out
 
-    backward = staticmethod(once_differentiable(_backward))
+    backward = staticmethod(_backward)
 
 
 def trilinear_interpolation(feats, points):

@@ -52,14 +52,16 @@ coordinate_mode="asymmetric", and one with align_corners=True needs
 upsample_bilinear() is the custom op ext::upsample_bilinear
 (torch.ops.ext.upsample_bilinear(x, output_size, coordinate_mode, scale_h,
 scale_w), scales 0 for none), traceable by torch.compile(fullgraph=True),
-with the op ext::upsample_bilinear_backward as its gradient.
+with the op ext::upsample_bilinear_backward as its gradient. The resampling
+is linear, y = A x, and its backward A^T grad_output; the gradient of that
+backward is A again: ext::upsample_bilinear. So derivatives of every order
+are exact (double backward for gradient penalties, meta-learning).
 """
 
 import math
 import numbers
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from .. import _ffi
 from .._tensors import empty, require_contiguous, require_tensor
@@ -278,8 +280,25 @@ def _backward_formula(ctx, grad_output):
     return grad_input, None, None, None, None
 
 
+def _backward_setup_context(ctx, inputs, output):
+    grad_output, _, coordinate_mode, scale_h, scale_w = inputs
+    ctx.geometry = (grad_output.shape[2:], coordinate_mode, scale_h, scale_w)
+
+
+def _double_backward_formula(ctx, grad_grad_input):
+    """The backward is A^T grad_output (A the resampling): linear in
+    grad_output, so its gradient is A applied to grad_grad_input, the forward
+    op to grad_output's size with the same mode and scales."""
+    output_size, coordinate_mode, scale_h, scale_w = ctx.geometry
+    grad_grad_output = _forward_op(grad_grad_input.contiguous(), output_size, coordinate_mode,
+                                   scale_h, scale_w)
+    return grad_grad_output, None, None, None, None
+
+
 torch.library.register_autograd("ext::upsample_bilinear", _backward_formula,
                                 setup_context=_setup_context, lib=_library)
+torch.library.register_autograd("ext::upsample_bilinear_backward", _double_backward_formula,
+                                setup_context=_backward_setup_context, lib=_library)
 _forward_op = torch.ops.ext.upsample_bilinear.default
 _backward_op = torch.ops.ext.upsample_bilinear_backward.default
 
@@ -300,7 +319,6 @@ class UpsampleBilinearFunction(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_output):
         return _backward_formula(ctx, grad_output)[:4]
 

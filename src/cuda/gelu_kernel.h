@@ -21,6 +21,13 @@ int gelu_forward_launch(const void *input, void *output, int dtype, int64_t n, i
 int gelu_backward_launch(const void *grad_output, const void *input, void *grad_input, int dtype,
                          int64_t n, int approximate, int device, void *stream);
 
+/* grad_grad_output[i] = grad_grad_input[i] * GELU'(input[i]) and
+ * grad_input[i] = grad_grad_input[i] * grad_output[i] * GELU''(input[i]),
+ * i < n, in one pass; either output may be NULL, not both. */
+int gelu_double_backward_launch(const void *grad_grad_input, const void *grad_output,
+                                const void *input, void *grad_grad_output, void *grad_input,
+                                int dtype, int64_t n, int approximate, int device, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

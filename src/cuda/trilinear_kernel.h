@@ -24,6 +24,16 @@ int trilinear_backward_launch(const void *grad_out, const void *feats, const voi
                               void *grad_feats, void *grad_points, int dtype, int64_t n_points,
                               int64_t n_feats, int device, void *stream);
 
+/* The double backward (trilinear.h): grad_grad_feats (n_points, 8, n_feats)
+ * and grad_grad_points (n_points, 3), either NULL (its terms left out) ->
+ * grad_grad_out (n_points, n_feats), grad_feats and grad_points, each NULL
+ * when not wanted. */
+int trilinear_double_backward_launch(const void *grad_grad_feats, const void *grad_grad_points,
+                                     const void *grad_out, const void *feats, const void *points,
+                                     void *grad_grad_out, void *grad_feats, void *grad_points,
+                                     int dtype, int64_t n_points, int64_t n_feats, int device,
+                                     void *stream);
+
 #ifdef __cplusplus
 }
 #endif
