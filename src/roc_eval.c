@@ -124,9 +124,11 @@ int roc_level_index_build(const roc_genuine_levels *levels, roc_level_index *ind
     index->lut = ext_malloc((size_t)(index->n_buckets + 1) * sizeof(uint32_t));
     if (!index->lut)
         return EXT_ERR_NOMEM;
+    const int64_t entries = index->n_buckets + 1, run = 4096;
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b <= index->n_buckets; b++)
-        index->lut[b] = roc_level_index_entry(levels->keys, U, index->base, index->shift, b);
+    for (int64_t b0 = 0; b0 < entries; b0 += run)
+        roc_level_index_fill(levels->keys, U, index->base, index->shift, b0,
+                             b0 + run < entries ? b0 + run : entries, index->lut);
     return EXT_OK;
 }
 

@@ -172,22 +172,28 @@ ROC_HD float roc_cosine_value(float x, double inverse_norm)
     return (float)ROC_DMUL((double)x, inverse_norm);
 }
 
-/* Entry b of a level index (roc_find_level's lut): the first of the n sorted
- * levels at or above bucket b's start, n where none is. The CPU and the GPU
- * build their tables with it, an entry a thread. */
-ROC_HD uint32_t roc_level_index_entry(const uint32_t *levels, int64_t n, uint32_t base,
-                                      int shift, int64_t b)
+/* Entries [b0, b1) of a level index's table (roc_find_level's lut): entry b
+ * is the first of the n sorted levels at or above bucket b's start, n where
+ * none is; the first entry by bisection, the others by walking on from it.
+ * The CPU and the GPU fill their tables with it, a run of entries a thread. */
+ROC_HD void roc_level_index_fill(const uint32_t *levels, int64_t n, uint32_t base, int shift,
+                                 int64_t b0, int64_t b1, uint32_t *lut)
 {
-    const uint64_t start = roc_bucket_start(base, shift, b);
+    const uint64_t first = roc_bucket_start(base, shift, b0);
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         const int64_t mid = (lo + hi) >> 1;
-        if (ROC_LOAD(levels + mid) < start)
+        if (ROC_LOAD(levels + mid) < first)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return (uint32_t)lo;
+    for (int64_t b = b0; b < b1; b++) {
+        const uint64_t start = roc_bucket_start(base, shift, b);
+        while (lo < n && ROC_LOAD(levels + lo) < start)
+            lo++;
+        lut[b] = (uint32_t)lo;
+    }
 }
 
 /* Element t of an integer or bool array of ext_dtype `dtype` (a pair list's

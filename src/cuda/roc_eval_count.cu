@@ -207,15 +207,16 @@ __global__ void __launch_bounds__(kThreads)
     counter.end_block();
 }
 
-/* The level index's table (roc_math.h's roc_level_index_entry), made here
- * from the levels on the device. */
+/* The level index's table (roc_math.h's roc_level_index_fill), made here
+ * from the levels on the device, kLevelIndexRun entries a thread. */
+constexpr int64_t kLevelIndexRun = 16;
 __global__ void level_index_kernel(const uint32_t *levels, int64_t n_levels, uint32_t base,
                                    int shift, int64_t n_buckets, uint32_t *lut)
 {
-    for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b <= n_buckets;
-         b += int64_t(gridDim.x) * blockDim.x) {
-        lut[b] = roc_level_index_entry(levels, n_levels, base, shift, b);
-    }
+    for (int64_t b0 = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kLevelIndexRun;
+         b0 <= n_buckets; b0 += int64_t(gridDim.x) * blockDim.x * kLevelIndexRun)
+        roc_level_index_fill(levels, n_levels, base, shift, b0,
+                             min(b0 + kLevelIndexRun, n_buckets + 1), lut);
 }
 
 } // namespace
@@ -437,7 +438,8 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
         if (!on_device)
             EXT_CUDA_TRY(cudaMemcpyAsync(ev->levels.keys.get(), levels->keys, U * sizeof(uint32_t),
                                          cudaMemcpyHostToDevice, stream));
-        level_index_kernel<<<grid_for(shape->n_buckets + 1), kThreads, 0, stream>>>(
+        level_index_kernel<<<grid_for((shape->n_buckets + kLevelIndexRun) / kLevelIndexRun),
+                             kThreads, 0, stream>>>(
             ev->levels.keys.get(), U, shape->base, shape->shift, shape->n_buckets,
             ev->levels.lut.get());
         EXT_CUDA_TRY(cudaGetLastError());

@@ -40,6 +40,11 @@ __global__ void flat_keys_kernel(const float *score, int64_t n, uint32_t *keys,
 struct RunCount {
     unsigned long long count;
     uint32_t min_key;
+    /* the struct's padding, named so that every write of a RunCount (each
+     * one aggregate-initialized) writes it: CUB's reduction copies whole
+     * structs, and compute-sanitizer's initcheck counts a read of padding
+     * never written as a read of uninitialized memory */
+    uint32_t unused;
 };
 
 struct MergeRuns {
