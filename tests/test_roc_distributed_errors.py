@@ -347,13 +347,14 @@ def test_any_count_written_over_is_refused_or_summarized_within_bounds(data):
                                        st.sampled_from([int(array[index]) - 1,
                                                         int(array[index]) + 1]).filter(
                                            lambda v: 0 <= v <= top)))
+    options = Options("test", fars=(1e-3, 0.1))
     try:
-        summary = evaluation.summarize((1e-3, 0.1), "max_tpr")
+        summary = evaluation.summarize(options.fars, options.far_rule)
     except ValueError as error:
         assert ("the counts cannot be right" in str(error) or
                 "there are no genuine pairs" in str(error) or
                 "there are no impostor pairs" in str(error)), error
         return
-    report = report_from_summary(summary, "max_tpr", "list")
+    report = report_from_summary(summary, options, "list")
     for values in (report.fpr, report.tpr, [report.auc], [row.tar for row in report.tar_at_far]):
         assert np.all((np.asarray(values) >= 0) & (np.asarray(values) <= 1)), (name, values)
