@@ -74,7 +74,7 @@ PY_ABS := $(if $(findstring /,$(PY)),$(abspath $(PY)),$(PY))
 # make test-sanitize: a CPU-only build with ASan and UBSan in a tree of its own
 SANITIZE_ROOT := build/sanitize
 # what the sanitized tests read besides the package (the package is build.py's)
-SANITIZE_COPIES := tests scripts src build.py pytest.ini pyproject.toml README.md BENCHMARKS.md docs
+SANITIZE_COPIES := tests scripts src build.py pytest.ini pyproject.toml README.md BENCHMARKS.md docs benchmarks
 FUZZ_TESTS := $(wildcard tests/test_fuzz_*.py)
 
 .PHONY: all build demo test test-gpu test-sanitize fuzz bench compare-mxnet clean distclean \
