@@ -80,7 +80,7 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
         cudaSuccess)
         optin = 0;
     const int range_levels = range_levels_for(ev->plan.tuning, n_levels, ev->src.device);
-    return ev->plan.policy == kExact && ev->plan.source == Source::kFeatures &&
+    return ev->plan.policy == Policy::kExact && ev->plan.source == Source::kFeatures &&
            !gaps_fit_shared(ev, n_levels) && n_levels <= int64_t(kMaxRanges) * range_levels &&
            RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
            drain_bucket_bits(ev->plan.tuning, ev->src.device, range_levels) > 0;
@@ -110,15 +110,15 @@ Source source_of(const roc_source &s)
     return s.score ? Source::kScoreMatrix : Source::kFeatures;
 }
 
-int policy_of(int roc_mode)
+Policy policy_of(int roc_mode)
 {
     switch (roc_mode) {
     case ROC_MODE_BINNED:
-        return kBinned;
+        return Policy::kBinned;
     case ROC_MODE_CURVE:
-        return kCurve;
+        return Policy::kCurve;
     default: /* roc_eval.c admits no other mode */
-        return kExact;
+        return Policy::kExact;
     }
 }
 
@@ -145,7 +145,7 @@ void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe)
     ev->plan.strategy = Strategy::kDirect;
     ev->plan.shared_gaps = gaps_fit_shared(ev, U);
     ev->plan.shared_bins = shared_bins_bytes(ev->binned.n_bins) <= counters_max(ev);
-    if (ev->plan.policy != kExact || U == 0)
+    if (ev->plan.policy != Policy::kExact || U == 0)
         return;
     if (ev->plan.source == Source::kListScores) {
         if (U > kSortedLevels || steer == Steer::kSorted)
@@ -168,33 +168,38 @@ void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe)
         ev->plan.strategy = Strategy::kAside;
 }
 
-int pass_policy(const roc_eval_cuda *ev)
+Policy pass_policy(const roc_eval_cuda *ev)
 {
-    if (ev->plan.policy != kExact)
+    if (ev->plan.policy != Policy::kExact)
         return ev->plan.policy;
     switch (ev->plan.strategy) {
     case Strategy::kAside:
-        return kAside;
+        return Policy::kAside;
     case Strategy::kPartitioned:
-        return kPartitioned;
+        return Policy::kPartitioned;
     default:
-        return kExact;
+        return Policy::kExact;
     }
 }
 
-/* Tiles a launch of a `policy` feature pass over `tiles` tiles makes (and
+/* Tiles a launch of a counting feature pass over `tiles` tiles makes (and
  * stores before counting them): whole waves of tile_kernel (2 blocks a
- * multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass has more
- * than 4 such chunks to make, but for pair_scores (dev/NOTES.md, "tile
- * product": 7 waves against 3.5 and 14 at 1e10 pairs and the blog size; the
- * partitioned count drains after each launch, a fixed cost 14 waves halve). */
-int64_t chunk_tiles(const Tuning &tuning, int policy, int64_t tiles)
+ * multiprocessor), 7 of them; 14 where the pass has more than 4 such chunks
+ * to make (dev/NOTES.md, "tile product": 7 waves against 3.5 and 14 at 1e10
+ * pairs and the blog size; the partitioned count drains after each launch, a
+ * fixed cost 14 waves halve). pair_scores' chunks stay at 7 waves
+ * (store_chunk_tiles). */
+int64_t chunk_tiles(const Tuning &tuning, int64_t tiles)
 {
     if (tuning.chunk_tiles > 0)
         return tuning.chunk_tiles;
     const int64_t wave = 2 * ext_sm_count();
-    const bool large = policy != kStore && tiles > 4 * 14 * wave;
-    return (large ? 14 : 7) * wave;
+    return (tiles > 4 * 14 * wave ? 14 : 7) * wave;
+}
+
+int64_t store_chunk_tiles(const Tuning &tuning)
+{
+    return tuning.chunk_tiles > 0 ? tuning.chunk_tiles : 7 * 2 * int64_t(ext_sm_count());
 }
 
 size_t gallery_chunk_bytes(const Tuning &tuning)
@@ -234,7 +239,7 @@ int64_t first_chunk_blocks()
 int64_t probe_tiles(const Tuning &tuning, int64_t tiles)
 {
     const int64_t chunk =
-        std::min(chunk_tiles(tuning, kPartitioned, tiles), 7 * first_chunk_blocks());
+        std::min(chunk_tiles(tuning, tiles), 7 * first_chunk_blocks());
     return std::max(int64_t(1), std::min(tiles / 2, chunk));
 }
 
@@ -252,7 +257,7 @@ int64_t partition_keys(const Tuning &tuning)
         return std::min(tuning.partition_kib, int64_t(1) << 23) * 1024 /
                int64_t(sizeof(uint32_t));
     const int64_t tiles =
-        std::min(chunk_tiles(tuning, kPartitioned, INT64_MAX), int64_t(1) << 20);
+        std::min(chunk_tiles(tuning, INT64_MAX), int64_t(1) << 20);
     return std::min(tiles * kTilePairs * 13 / 10, int64_t(1) << 28);
 }
 

@@ -147,14 +147,14 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev)
     const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
     const int64_t waves = 7 * first_chunk_blocks();
     q.tile_begin = 0;
-    q.tile_end = ev->plan.policy == kExact
+    q.tile_end = ev->plan.policy == Policy::kExact
                      ? probe_tiles(ev->plan.tuning, tiles)
-                     : std::min({chunk_tiles(ev->plan.tuning, ev->plan.policy, tiles), waves,
+                     : std::min({chunk_tiles(ev->plan.tuning, tiles), waves,
                                  tiles});
     /* room for the chunk after it too (stored ahead after the probe): a
      * buffer allocated then took up to 0.37 ms of the host's (H100) */
     EXT_CUDA_TRY(chunk_room(ev->tiles.chunk,
-                            std::min(chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles)));
+                            std::min(chunk_tiles(ev->plan.tuning, tiles), tiles)));
     return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 

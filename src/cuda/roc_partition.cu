@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
     static_assert(kLoads * 4 * kPartitionThreads == kTilePairs, "whole tiles");
     extern __shared__ uint32_t sorter_shared[];
     RangeSorter sorter(p, sorter_shared);
-    Counter<kPartitioned> counter(p, nullptr);
+    PartitionKeys counter(p);
     sorter.begin_block();
     for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         const bool whole = whole_tile(op, p, m0, n0);
@@ -625,7 +625,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     int per_sm = 0;
     EXT_CUDA_TRY(ext_blocks_per_sm(partition, kPartitionThreads, RangeSorter::kSharedBytes,
                                    &per_sm));
-    /* each keeps a Counter, and its top key in a slot of pass_blocks' */
+    /* each runs a count policy, and keeps its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
     EXT_CUDA_TRY(part.first.allocate(n_ranges + 1));
     EXT_CUDA_TRY(part.starts.allocate(n_ranges));
