@@ -31,9 +31,9 @@ PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 
 # units (rows, or pairs of a list) per step: the curve mode holds a key per
 # pair of a step (4 bytes) plus CUB's sort buffers; the others hold nothing per
-# pair. The GPU's feature pass prepares a gallery of more than one chunk (512
-# MiB, k-major) again at every step: 2^34 pairs a step keep that near 1% of
-# the tile products (2.6M x 512 floats: ~4 ms against ~350 ms).
+# pair. The GPU's feature pass prepares a gallery of more than one chunk
+# (roc_eval_plan.cuh's kGalleryChunkBytes, k-major) again at every step: 2^34
+# pairs a step keep that near 1% of the tile products (dev/NOTES.md, operands).
 DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cuda", "features"): 1 << 34,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24,

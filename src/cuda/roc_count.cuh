@@ -127,8 +127,8 @@ template <bool kSharedGaps> class LevelCount {
      * compares, which NaN fails) joins the run of gap 0, and bit u of the
      * result says so; the others are left to the policy's own path. Pair by
      * pair, with the run and the top kept as pair() keeps them, the count of
-     * the stored tiles took 3-4x the lean count of dev/cuda/roc_gemm.cu
-     * (dev/NOTES.md, direct count). In a tile not whole (kWhole false), only
+     * the stored tiles took several times the lean count of
+     * dev/cuda/roc_count.cu (dev/NOTES.md, direct count). In a tile not whole (kWhole false), only
      * the float4s of `counted`, whose four pairs all count, are taken. */
     template <int kN, bool kWhole = true>
     __device__ __forceinline__ uint32_t count_below(const float4 (&v)[kN],
@@ -680,8 +680,8 @@ class BinnedCount {
      * bins their position suggests (one 8-byte read of a bin's edges a score,
      * which NaN and scores outside the range fail) is counted here, about ten
      * instructions a score, and bit u of the result says so; the others are
-     * left to pairs() (pair by pair, 56 instructions a pair: dev/NOTES.md,
-     * direct count). */
+     * left to pairs() (pair by pair, several times the instructions:
+     * dev/NOTES.md, direct count). */
     template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&v)[kN])
     {
         if (!p_.shared_bins)
@@ -739,9 +739,8 @@ class BinnedCount {
 
     /* roc_uniform_bin's answer with the edges in shared memory: the estimated
      * bin when its two edges hold the score (nearly always), else
-     * roc_uniform_bin's search over the global edges (for every pair, the
-     * count took 3.5x the warp time of storing the scores: dev/NOTES.md,
-     * direct count). */
+     * roc_uniform_bin's search over the global edges (for every pair, it
+     * dominated the count: dev/NOTES.md, direct count). */
     __device__ __forceinline__ int shared_bin(float s) const
     {
         const int b = estimated_bin(s);

@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
             const uint32_t done = whole ? counter.count_whole(v) : 0u;
             /* the quads left, a loop not unrolled: this kernel is bound by
              * fetching its instructions, and eight copies of the policies'
-             * paths made AsideCount's count 2x slower and binned's 1.3x
-             * (dev/NOTES.md, direct count, "The count of the stored tiles") */
+             * paths were slower still (dev/NOTES.md, direct count, "The
+             * count of the stored tiles") */
 #pragma unroll 1
             for (uint32_t left = ~done & ((1u << kHalfLoads) - 1); left; left &= left - 1) {
                 const int u = __ffs(left) - 1;
@@ -142,7 +142,7 @@ class StoreScores {
 
 /* Merges the blocks' top keys into the running (key, count): one warp, each
  * lane a stride of the blocks, then the lanes (one thread walking a thousand
- * blocks took 35 us, H100). */
+ * blocks was slow enough to see: dev/NOTES.md, direct count). */
 __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long long *block_count,
                                  int n_blocks, uint32_t *top_key, unsigned long long *top_count)
 {
@@ -167,12 +167,11 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
  * keys above the lowest level crowd them (the impostors' tail). */
 constexpr int kAsideGaps = 1024;
 
-/* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
- * global counters: a block a warp's segment, its lowest gaps counted in
- * shared memory first. Launched where the segments are due (launch_pass:
- * the segments keep their keys from launch to launch until then). A warp a
- * segment after every launch, 32 keys at a time, took 23 us a launch at
- * 1e10 (H100), each warp's chain of reads 57 keys long. */
+/* The keys AsideCount set aside into the global counters: a block a warp's
+ * segment, its lowest gaps counted in shared memory first. Launched where the
+ * segments are due (launch_pass: the segments keep their keys from launch to
+ * launch until then). A warp a segment, 32 keys at a time, each warp's chain
+ * of reads was long (dev/NOTES.md, aside). */
 __global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
 {
     __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
@@ -361,9 +360,9 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             std::min(chunk_tiles(ev->plan.tuning, tiles), tiles - tile_from);
         /* AsideCount: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
-         * the pairs since the last time would fill a quarter of each; a
-         * launch of it after every launch of the count, most of its blocks
-         * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
+         * the pairs since the last time would fill a quarter of each, not
+         * after every launch of the count, when most of its blocks had
+         * nothing due (dev/NOTES.md, aside) */
         const size_t warps = size_t(blocks) * (kThreads / 32);
         const uint32_t segment =
             Count::kPolicy == Policy::kAside ? uint32_t(ev->aside.keys.size() / warps) : 0;

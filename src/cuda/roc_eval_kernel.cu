@@ -129,9 +129,9 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         if (ev->plan.probe && op) {
             /* probe_tiles' chunk (the first one stored ahead, within the
              * IFRT size's memory) counted directly; its pairs choose how the
-             * rest are, while the next chunk is stored ahead. A wave of them
-             * took a count launch of its own, 32 us where a chunk's count
-             * takes ~10 us a wave (the blog size, H100). */
+             * rest are, while the next chunk is stored ahead. A probe of one
+             * wave took a count launch of its own, three times a wave's
+             * share of a chunk's (dev/NOTES.md, aside). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
             tile_from = probe_tiles(ev->plan.tuning, tiles);

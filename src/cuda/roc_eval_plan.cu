@@ -127,13 +127,13 @@ Policy policy_of(int roc_mode)
  * into shared counters where the gaps fit, else into global ones. From
  * features with more levels than that, the first tiles (the probe) are
  * counted directly, and their pairs choose how the rest are, by the share at
- * or above the lowest level (the level count alone does not tell: 1e10 pairs
- * have 200,000 levels and 0.2% of the pairs above). Half or more: by
- * partition, where the levels allow it (a direct count costs such a pair
- * 22-64 ps at 40,000 to 4M levels, L2's scattered atomics; the partition ~8
- * ps every pair plus ~7 each it keeps). At least 1/65536: with those keys set
- * aside, counted after the pass's count (5.6% less time at 1e10 pairs, 0.2%
- * above). Else directly, as the probe did. A list's scores with more than
+ * or above the lowest level (the level count alone does not tell: many
+ * levels can sit above nearly every pair). Half or more: by partition, where
+ * the levels allow it (a direct count of such a pair is L2's scattered
+ * atomics, a cost that grows with the levels; the partition's is small on
+ * every pair plus a little on each it keeps). At least 1/65536: with those
+ * keys set aside, counted after the pass's count. Else directly, as the probe
+ * did. A list's scores with more than
  * kSortedLevels levels are counted by sorting. dev/NOTES.md, "direct count",
  * "aside" and "partition/drain", has the measurements.
  */
@@ -245,9 +245,9 @@ int64_t probe_tiles(const Tuning &tuning, int64_t tiles)
 
 /* Keys the segments' buffer holds: a launch's pairs of the partitioned count
  * (chunk_tiles), and 30% more, since each range's segment is sized by the
- * last launch's keys and each partition block fills its own part of it (10%
- * more left keys past their part and the partition 5% slower; 66% ran as 30%:
- * dev/NOTES.md, "partition/drain"). A key past its part is counted directly,
+ * last launch's keys and each partition block fills its own part of it
+ * (less left more keys past their part, more ran no faster: dev/NOTES.md,
+ * partition/drain, "Launch size and segments"). A key past its part is counted directly,
  * so the counts are exact either way. At most 2^28 (1 GiB). */
 int64_t partition_keys(const Tuning &tuning)
 {
@@ -263,9 +263,9 @@ int64_t partition_keys(const Tuning &tuning)
 
 /* Keys the feature pass may set aside in one launch (exact mode with global
  * counters), shared out among its warps: 2^24 (64 MiB), or the evaluation's
- * pairs where fewer. At 1e10 pairs (0.2% of them above the lowest level) a
- * launch sets ~10^7 aside, ~9,500 a warp of ~15,900 places on an H100; a
- * warp's keys past its place are counted in the pass. */
+ * pairs where fewer; a launch at the hard 1e10 workload fills about 60% of
+ * it (dev/NOTES.md, aside). A warp's keys past its place are counted in the
+ * pass. */
 size_t aside_capacity(const roc_eval_cuda *ev)
 {
     if (ev->plan.tuning.aside_keys > 0)
