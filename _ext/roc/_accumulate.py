@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import _ffi
 from . import _distributed
-from ._evaluate import Options, all_pairs, counts_only, finish, pair_list
+from ._evaluate import (Options, all_pairs, counts_only, decided_in_curve_mode, finish,
+                        pair_list)
 from ._inputs import (DEFAULT_FARS, as_torch, cast_exactly, float32_scores, from_dlpack,
                       genuine_flags, label_array, parse_device, require_array, require_float32,
                       require_score_dtype)
@@ -71,16 +72,18 @@ class RocAccumulator:
 
     compute() returns the RocReport that evaluate() (or evaluate_pairs()) gives
     on all the batches at once; options as there (mode, bins, range, fars,
-    far_rule, device, similarity). With group=, every rank streams its own
+    far_rule, eer_rule, max_fpr, device, similarity). With group=, every rank streams its own
     batches and compute() reduces across the ranks (collective: every rank
     calls it). reset() forgets the batches.
     """
 
     def __init__(self, labels_g=None, feat_g=None, *, mode="exact", bins=1024,
-                 range=(-1.0, 1.0), fars=DEFAULT_FARS, far_rule="max_tpr", device=None,
-                 similarity="cosine", group=None):
+                 range=(-1.0, 1.0), fars=DEFAULT_FARS, far_rule="max_tpr",
+                 eer_rule="crossing", max_fpr=None, device=None, similarity="cosine",
+                 group=None):
         self.options = Options(FN, mode=mode, bins=bins, range=range, fars=fars,
-                               far_rule=far_rule, similarity=similarity)
+                               far_rule=far_rule, similarity=similarity, eer_rule=eer_rule,
+                               max_fpr=max_fpr)
         if (labels_g is None) != (feat_g is None):
             raise ValueError("%s: give labels_g and feat_g (a gallery), or neither (pairs)" % FN)
         self.gallery = None
@@ -167,12 +170,12 @@ class RocAccumulator:
         flags = flags if _ffi.dtype_name(flags) == "bool" else flags != 0  # values 0 and 1
         return (flags, score), {"device": device, "classes": classes}
 
-    def _count(self, a, b, group):
+    def _count(self, a, b, group, options=None):
+        options = options or self.options
         if self.gallery is not None:
             labels_g, feat_g = self.gallery
-            return all_pairs(FN, self.options, a, labels_g, None, b, feat_g, False,
-                             self.device, group)
-        return pair_list(FN, self.options, a, b, None, None, None, None, self.device, group)
+            return all_pairs(FN, options, a, labels_g, None, b, feat_g, False, self.device, group)
+        return pair_list(FN, options, a, b, None, None, None, None, self.device, group)
 
     def compute(self):
         """The RocReport of every batch so far (with a group: of every rank's).
@@ -184,7 +187,9 @@ class RocAccumulator:
         held = {}
         session.step(lambda: self._prepare(session, held), gather=True)
         if self.options.mode == "exact":
-            return finish(self._count(held["a"], held["b"], self.group), self.options)[0]
+            def run(options):
+                return finish(self._count(held["a"], held["b"], self.group, options), options)[0]
+            return decided_in_curve_mode(run(self.options), self.options, run)
         return self._compute_binned(session)
 
     def _prepare(self, session, held):

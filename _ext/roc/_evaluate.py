@@ -486,7 +486,7 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
     def run(options):
         return finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
                                 same_set, device, group), options)[0]
-    return _decided_in_curve_mode(run(options), options, run)
+    return decided_in_curve_mode(run(options), options, run)
 
 
 def _undecided_nearest_sklearn(report):
@@ -505,7 +505,7 @@ def _undecided_nearest_sklearn(report):
     return False
 
 
-def _decided_in_curve_mode(report, options, run):
+def decided_in_curve_mode(report, options, run):
     """The report, with what exact mode's corners cannot decide taken from
     scikit-learn's whole curve (a second pass, in curve mode): nearest_sklearn's
     TAR@FAR, and nearest_mean's EER where the point nearest FPR = FNR may lie
@@ -579,7 +579,7 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
     def run(options):
         return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
                                 index_a, index_b, device, group, pos_label), options)[0]
-    return _decided_in_curve_mode(run(options), options, run)
+    return decided_in_curve_mode(run(options), options, run)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
