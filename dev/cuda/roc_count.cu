@@ -33,8 +33,8 @@
  * variant 3: ExactCount, every quad through pairs() (lookups side by side).
  * variant 4: ExactCount as the library runs it: count_whole, then pairs()
  *            for the quads it leaves.
- * variant 5: AsideCount as variant 4, then aside_drain counts the keys set
- *            aside (count_aside_kernel's scheme). The plan runs it only with
+ * variant 5: AsideCount as variant 4, then the library's drain
+ *            (AsideCount::drain) counts the keys set aside. The plan runs it only with
  *            global gaps, and from a share of 2^-16 up.
  * variant 6: BinnedCount, 1,024 uniform bins over [-1, 1] in shared memory,
  *            as variant 4.
@@ -76,16 +76,10 @@
 #include "cuda/roc_tiles.cuh"
 #include "roc_math.h"
 
+#include "harness.cuh"
+
 using namespace roc_gpu; /* roc_tiles.cuh's names, and roc_count's */
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        cudaError_t err_ = (call);                                                        \
-        if (err_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 constexpr int kVariants = 7;
 constexpr int kBins = 1024;
@@ -310,49 +304,12 @@ __global__ void __launch_bounds__(kThreads)
     counter.end_block();
 }
 
-/* The keys AsideCount set aside into the global counters, a block a warp's
- * segment (count_aside_kernel's scheme): the keys of a warp that fall in one
- * gap counted at once (__match_any_sync), the lowest kAsideGaps gaps in shared
- * memory first, where the impostors' tail crowds them. Needs sm_80. */
-constexpr int kAsideGaps = 1024;
-
+/* The keys AsideCount set aside, into the global counters: the library's
+ * drain (AsideCount::drain), a block a warp's segment, as count_aside_kernel
+ * runs it. */
 __global__ void __launch_bounds__(kThreads) aside_drain(const PassParams p)
 {
-    __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
-    const uint32_t n = p.aside_used[blockIdx.x];
-    if (n == 0)
-        return;
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
-        gap_count[g] = 0;
-        gap_low[g] = 0xffffffffu;
-    }
-    __syncthreads();
-    const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
-    const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
-    /* whole rounds, so that every lane takes part in the match */
-    for (uint32_t t = threadIdx.x; t < (n + kThreads - 1) / kThreads * kThreads; t += kThreads) {
-        const bool live = t < n;
-        const uint32_t key = live ? keys[t] : 0u;
-        int at = 0;
-        int64_t g = -1;
-        if (live)
-            g = key > highest ? p.n_levels
-                              : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
-        const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
-        const uint32_t lowest = __reduce_min_sync(peers, key);
-        if (!live || int(threadIdx.x % 32) != __ffs(peers) - 1)
-            continue;
-        if (!at && g < kAsideGaps)
-            count_gap(gap_count, gap_low, g, uint32_t(__popc(peers)), lowest);
-        else
-            count_exact(p.at, p.gap, p.gap_min, g, at, (unsigned long long)__popc(peers), lowest);
-    }
-    __syncthreads();
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
-        if (gap_count[g])
-            count_gap(p.gap, p.gap_min, g, (unsigned long long)gap_count[g], gap_low[g]);
-    if (threadIdx.x == 0)
-        p.aside_used[blockIdx.x] = 0;
+    AsideCount::drain(p);
 }
 
 // ----------------------------------------------------------------------------

@@ -107,6 +107,36 @@ __device__ __forceinline__ void add_block_totals(const PassParams &p, unsigned l
     }
 }
 
+/* What every count policy keeps: the pairs it saw and those with a NaN
+ * score (counted apart, never counted otherwise). */
+class PairTotals {
+  protected:
+    /* A pair seen: whether it counts (its score is not NaN). */
+    __device__ __forceinline__ bool see(float s)
+    {
+        n_pairs_++;
+        const bool nan = isnan(s);
+        n_nan_ += nan;
+        return !nan;
+    }
+
+    /* a thread sees far fewer than 2^32 pairs in one pass */
+    unsigned int n_pairs_ = 0, n_nan_ = 0;
+};
+
+/* pairs() for a policy without a path of its own for them: the used pairs
+ * one by one through its pair(). */
+template <class Policy, int kN>
+__device__ __forceinline__ void each_pair(Policy &policy, const int64_t (&row)[kN],
+                                          const int64_t (&col)[kN], const float (&s)[kN],
+                                          const bool (&use)[kN])
+{
+#pragma unroll
+    for (int u = 0; u < kN; u++)
+        if (use[u])
+            policy.pair(row[u], col[u], s[u]);
+}
+
 // ----------------------------------------------------------------------------
 // the exact policies' common part
 
@@ -118,7 +148,7 @@ __device__ __forceinline__ void add_block_totals(const PassParams &p, unsigned l
  * few lie among the levels) at a compare, a min and a max a score.
  * kSharedGaps: the gaps' counters may be the block's, in shared memory
  * (ExactCount's, where the plan put them there). */
-template <bool kSharedGaps> class LevelCount {
+template <bool kSharedGaps> class LevelCount : public PairTotals {
   public:
     static constexpr bool kTracksTop = true;
 
@@ -265,8 +295,8 @@ template <bool kSharedGaps> class LevelCount {
 
     const PassParams &p_;
     uint32_t *shared_;
-    /* a thread sees far fewer than 2^32 pairs in one pass, and levels are < 2^31 */
-    unsigned int n_pairs_ = 0, n_nan_ = 0, top_count_ = 0;
+    /* a thread sees far fewer than 2^32 pairs in one pass */
+    unsigned int top_count_ = 0;
     uint32_t top_key_ = 0, lowest_ = 0, highest_ = 0, top_floor_key_ = 0;
     /* count_below's bounds as scores: no pair is below -inf (no levels, or
      * no top key yet). Below top_floor_, a key cannot be the block's top
@@ -309,10 +339,7 @@ class ExactCount : public LevelCount<true> {
 
     __device__ __forceinline__ void pair(int64_t, int64_t, float s)
     {
-        n_pairs_++;
-        const bool nan = isnan(s);
-        n_nan_ += nan;
-        if (nan)
+        if (!see(s))
             return;
         const uint32_t key = roc_score_key(s);
         see_top(key);
@@ -506,7 +533,64 @@ class AsideCount : public LevelCount<false> {
         __syncthreads();
     }
 
+    /* The keys a block's warp set aside (its segment: block b drains warp
+     * b's), into the global counters: the keys of a warp that fall in one gap
+     * counted at once (__match_any_sync), the lowest kAsideGaps gaps in
+     * shared memory first, where the impostors' tail crowds them (one warp a
+     * segment, 32 keys at a time, each warp's chain of reads was long:
+     * dev/NOTES.md, aside). */
+    static __device__ void drain(const PassParams &p)
+    {
+        __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
+        const uint32_t n = p.aside_used[blockIdx.x];
+        if (n == 0)
+            return; /* the whole block */
+        for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
+            gap_count[g] = 0;
+            gap_low[g] = 0xffffffffu;
+        }
+        __syncthreads();
+        const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
+        const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
+        const int lane = threadIdx.x % 32;
+        /* every lane takes every round, so that the warp's match is whole */
+        for (uint32_t t = threadIdx.x; t < (n + blockDim.x - 1) / blockDim.x * blockDim.x;
+             t += blockDim.x) {
+            const bool live = t < n;
+            const uint32_t key = live ? keys[t] : 0u;
+            int at = 0;
+            int64_t g = -1;
+            if (live)
+                g = key > highest
+                        ? p.n_levels
+                        : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
+            const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
+#if __CUDA_ARCH__ >= 800
+            const uint32_t lowest = __reduce_min_sync(peers, key);
+#else /* no warp reduction before sm_80: each lane's key its own atomicMin */
+            if (live && !at)
+                atomicMin(g < kAsideGaps ? &gap_low[g] : &p.gap_min[g], key);
+            const uint32_t lowest = key;
+#endif
+            if (!live || lane != __ffs(peers) - 1)
+                continue;
+            if (!at && g < kAsideGaps)
+                count_gap(gap_count, gap_low, g, uint32_t(__popc(peers)), lowest);
+            else
+                count_exact(p.at, p.gap, p.gap_min, g, at, (unsigned long long)__popc(peers),
+                            lowest);
+        }
+        __syncthreads();
+        for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
+            if (gap_count[g])
+                count_gap(p.gap, p.gap_min, g, (unsigned long long)gap_count[g], gap_low[g]);
+        if (threadIdx.x == 0)
+            p.aside_used[blockIdx.x] = 0;
+    }
+
   private:
+    static constexpr int kAsideGaps = 1024;
+
     __device__ __forceinline__ int aside_warp() const
     {
         return int(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
@@ -600,7 +684,7 @@ inline size_t shared_bins_bytes(int64_t n_bins)
 /* Each pair's bin of the uniform grid (roc_math.h's roc_uniform_bin), into
  * the block's shared counters where the bins fit (their edges beside them),
  * else the global ones. */
-class BinnedCount {
+class BinnedCount : public PairTotals {
   public:
     static constexpr Policy kPolicy = Policy::kBinned;
     static constexpr bool kTracksTop = false;
@@ -625,10 +709,7 @@ class BinnedCount {
 
     __device__ __forceinline__ void pair(int64_t, int64_t, float s)
     {
-        n_pairs_++;
-        const bool nan = isnan(s);
-        n_nan_ += nan;
-        if (nan)
+        if (!see(s))
             return;
         if (p_.shared_bins)
             atomicAdd(&bin_counts()[shared_bin(s) + 1], 1u);
@@ -645,10 +726,7 @@ class BinnedCount {
                                           const float (&s)[kN], const bool (&use)[kN])
     {
         if (!p_.shared_bins) {
-#pragma unroll
-            for (int u = 0; u < kN; u++)
-                if (use[u])
-                    pair(row[u], col[u], s[u]);
+            each_pair(*this, row, col, s, use);
             return;
         }
         int b[kN];
@@ -660,13 +738,8 @@ class BinnedCount {
         }
 #pragma unroll
         for (int u = 0; u < kN; u++) {
-            if (!use[u])
+            if (!use[u] || !see(s[u]))
                 continue;
-            n_pairs_++;
-            if (isnan(s[u])) {
-                n_nan_++;
-                continue;
-            }
             const int bin = bin_holds(s[u], b[u], e[u])
                                 ? b[u]
                                 : int(roc_uniform_bin(s[u], p_.edges, p_.n_bins, p_.lo32,
@@ -762,7 +835,6 @@ class BinnedCount {
 
     const PassParams &p_;
     uint32_t *shared_;
-    unsigned int n_pairs_ = 0, n_nan_ = 0;
 };
 
 // ----------------------------------------------------------------------------
@@ -771,7 +843,7 @@ class BinnedCount {
 /* Curve mode: each pair's key (ROC_NO_KEY for NaN) written to its place in
  * p.keys, a (rows, n_gallery) array of the pass's rows, which roc_sorted.cu
  * sorts and merges into the curve. */
-class CurveKeys {
+class CurveKeys : public PairTotals {
   public:
     static constexpr Policy kPolicy = Policy::kCurve;
     static constexpr bool kTracksTop = false;
@@ -784,20 +856,14 @@ class CurveKeys {
 
     __device__ __forceinline__ void pair(int64_t i, int64_t j, float s)
     {
-        n_pairs_++;
-        const bool nan = isnan(s);
-        n_nan_ += nan;
-        p_.keys[(i - p_.row_begin) * p_.n_gallery + j] = nan ? ROC_NO_KEY : roc_score_key(s);
+        p_.keys[(i - p_.row_begin) * p_.n_gallery + j] = see(s) ? roc_score_key(s) : ROC_NO_KEY;
     }
 
     template <int kN>
     __device__ __forceinline__ void pairs(const int64_t (&row)[kN], const int64_t (&col)[kN],
                                           const float (&s)[kN], const bool (&use)[kN])
     {
-#pragma unroll
-        for (int u = 0; u < kN; u++)
-            if (use[u])
-                pair(row[u], col[u], s[u]);
+        each_pair(*this, row, col, s, use);
     }
 
     template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&)[kN])
@@ -809,7 +875,6 @@ class CurveKeys {
 
   private:
     const PassParams &p_;
-    unsigned int n_pairs_ = 0, n_nan_ = 0;
 };
 
 } // namespace roc_count

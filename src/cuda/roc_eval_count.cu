@@ -163,60 +163,12 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
     }
 }
 
-/* count_aside_kernel counts the keys of the lowest gaps in shared memory: the
- * keys above the lowest level crowd them (the impostors' tail). */
-constexpr int kAsideGaps = 1024;
-
-/* The keys AsideCount set aside into the global counters: a block a warp's
- * segment, its lowest gaps counted in shared memory first. Launched where the
- * segments are due (launch_pass: the segments keep their keys from launch to
- * launch until then). A warp a segment, 32 keys at a time, each warp's chain
- * of reads was long (dev/NOTES.md, aside). */
+/* The keys AsideCount set aside, into the global counters (AsideCount::drain),
+ * a block a warp's segment. Launched where the segments are due (launch_pass:
+ * the segments keep their keys from launch to launch until then). */
 __global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
 {
-    __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
-    const uint32_t n = p.aside_used[blockIdx.x];
-    if (n == 0)
-        return; /* the whole block */
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
-        gap_count[g] = 0;
-        gap_low[g] = 0xffffffffu;
-    }
-    __syncthreads();
-    const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
-    const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
-    const int lane = threadIdx.x % 32;
-    /* every lane takes every round, so that the warp's match is whole */
-    for (uint32_t t = threadIdx.x; t < (n + blockDim.x - 1) / blockDim.x * blockDim.x;
-         t += blockDim.x) {
-        const bool live = t < n;
-        const uint32_t key = live ? keys[t] : 0u;
-        int at = 0;
-        int64_t g = -1;
-        if (live)
-            g = key > highest ? p.n_levels
-                              : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
-        const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
-#if __CUDA_ARCH__ >= 800
-        const uint32_t lowest = __reduce_min_sync(peers, key);
-#else /* no warp reduction before sm_80: each lane's key its own atomicMin */
-        if (live && !at)
-            atomicMin(g < kAsideGaps ? &gap_low[g] : &p.gap_min[g], key);
-        const uint32_t lowest = key;
-#endif
-        if (!live || lane != __ffs(peers) - 1)
-            continue;
-        if (!at && g < kAsideGaps)
-            count_gap(gap_count, gap_low, g, uint32_t(__popc(peers)), lowest);
-        else
-            count_exact(p.at, p.gap, p.gap_min, g, at, (unsigned long long)__popc(peers), lowest);
-    }
-    __syncthreads();
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
-        if (gap_count[g])
-            count_gap(p.gap, p.gap_min, g, (unsigned long long)gap_count[g], gap_low[g]);
-    if (threadIdx.x == 0)
-        p.aside_used[blockIdx.x] = 0;
+    AsideCount::drain(p);
 }
 
 /* Counts pairs [begin, begin + p.n_gallery) of a list scored from features. */
