@@ -84,7 +84,8 @@ typedef struct {
     float *topk_score;        /* Q x k: their scores (NaN past the entries) */
     int64_t n_kept;           /* non-mated pair keys kept (config.keep_nonmated) */
     uint32_t *kept_keys;      /* n_kept keys, any order */
-    uint64_t *totals;         /* 2: pairs counted (NaN included), pairs with a NaN score */
+    uint64_t *totals;         /* 2: pairs counted (NaN included), non-mated pairs with a NaN
+                                 score (NaN mated pairs: nan_mates) */
 } roc_rank_view;
 
 typedef enum {

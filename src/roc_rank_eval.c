@@ -309,10 +309,11 @@ static int check_view(const roc_rank_view *v, const char *fn)
     if (v->first[0] != 0 || v->first[v->n_query] != v->n_mated)
         return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] must run from 0 to the %lld "
                         "mated pairs", fn, (long long)v->n_mated);
-    for (int64_t i = 0; i < v->n_query; i++) {
+    for (int64_t i = 0; i < v->n_query; i++)
         if (v->first[i + 1] < v->first[i])
             return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] decreases at query %lld", fn,
                             (long long)i);
+    for (int64_t i = 0; i < v->n_query; i++) {
         for (int64_t p = v->first[i] + 1; p < v->first[i + 1]; p++)
             if (v->mate_key[p] < v->mate_key[p - 1])
                 return ext_fail(EXT_ERR_VALUE, "%s: the mate keys of query %lld are not "

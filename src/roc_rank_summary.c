@@ -409,7 +409,6 @@ int roc_rank_summarize_view(const roc_rank_view *v, const roc_rank_summary_optio
     out->max_rank = o->max_rank;
     out->n_fpirs = F;
     out->n_mated_pairs = (uint64_t)P;
-    out->n_nan = v->totals[1];
     out->cmc = ext_calloc((size_t)o->max_rank, sizeof *out->cmc);
     out->fpir = ext_malloc((size_t)F * sizeof *out->fpir);
     out->tpir = ext_malloc((size_t)F * sizeof *out->tpir);
@@ -441,10 +440,11 @@ int roc_rank_summarize_view(const roc_rank_view *v, const roc_rank_summary_optio
     }
     int64_t n_mated = 0, n_unmated = 0;
     double ap = 0.0, inp = 0.0, map_at_r = 0.0, r_precision = 0.0, precision_at_1 = 0.0;
-    uint64_t n_nonmated = 0;
+    uint64_t n_nonmated = 0, n_nan = v->totals[1];
     for (int64_t i = 0; i < Q; i++) {
         const int64_t M = v->first[i + 1] - v->first[i];
         n_nonmated += v->n_nonmates[i];
+        n_nan += v->nan_mates[i];
         unmated[i] = M == 0 && v->nan_mates[i] == 0;
         n_unmated += unmated[i];
         out->best_nonmate_score[i] = v->best_key[i] == ROC_NO_KEY ? NAN
@@ -471,6 +471,7 @@ int roc_rank_summarize_view(const roc_rank_view *v, const roc_rank_summary_optio
     out->n_unmated = n_unmated;
     out->n_skipped = Q - n_mated;
     out->n_nonmated_pairs = n_nonmated;
+    out->n_nan = n_nan;
     double reached = 0.0;
     for (int64_t k = 0; k < o->max_rank; k++) {
         reached += out->cmc[k];

@@ -240,9 +240,8 @@ def _prepare(fn, options, labels_q, labels_g, score, feat_q, feat_g, cams_q, cam
         raise ValueError("%s: give either score=, or feat_q= (and feat_g=)" % fn)
     if score is not None and feat_g is not None:
         raise ValueError("%s: give either score=, or feat_q= and feat_g=, not both" % fn)
-    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g),
-                    ("cams_q", cams_q), ("cams_g", cams_g)):
-        if x is not None and not isinstance(x, (list, tuple)):
+    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
+        if x is not None:
             require_array(fn, name, x)
     if score is not None:
         require_score_dtype(fn, "score", score)
