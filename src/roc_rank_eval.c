@@ -352,6 +352,8 @@ int roc_rank_summarize(const roc_rank_view *counts, const roc_rank_summary_optio
     const char *fn = caller && caller[0] ? caller : "rank";
     int st;
     *out = NULL;
+    if (counts == NULL || options == NULL)
+        return ext_fail(EXT_ERR_VALUE, "%s: summarize needs the counts and the options", fn);
     if ((st = check_view(counts, fn)) || (st = check_options(options, fn)))
         return st;
     roc_rank_summary *s = ext_calloc(1, sizeof *s);

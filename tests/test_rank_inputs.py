@@ -364,6 +364,13 @@ def test_c_summary_refuses_bad_options(change, message):
         summarize(two_queries(), change)
 
 
+def test_c_summary_needs_its_arguments():
+    out = ffi.new("roc_rank_summary **")
+    options = ffi.new("roc_rank_summary_options *")
+    with pytest.raises(ValueError, match="rank: summarize needs the counts and the options"):
+        _ffi.check(ffi, lib, lib.roc_rank_summarize(ffi.NULL, options, b"rank", out))
+
+
 def test_c_summary_says_when_too_few_scores_were_kept():
     """insightface_1n_legacy reads the K highest non-mated scores; a caller
     that kept fewer (keep_nonmated) is told."""
