@@ -119,6 +119,9 @@ VIEW_ARRAYS = (("first", np.int64, "query+1"), ("mate_key", np.uint32, "pair"),
                ("nan_mates", np.uint64, "query"), ("topk_index", np.int64, "top"),
                ("topk_score", np.float32, "top"), ("kept_keys", np.uint32, "kept"),
                ("totals", np.uint64, 2))
+DTYPES = {name: dtype for name, dtype, _ in VIEW_ARRAYS}
+C_TYPES = {np.int64: "int64_t[]", np.uint32: "uint32_t[]", np.uint64: "uint64_t[]",
+           np.float32: "float[]"}
 
 
 def _length(view, kind):
@@ -143,9 +146,7 @@ def view_of(arrays):
     for name, dtype, _ in VIEW_ARRAYS:
         array = np.ascontiguousarray(arrays[name], dtype)
         keep.append(array)
-        c_type = {np.int64: "int64_t[]", np.uint32: "uint32_t[]", np.uint64: "uint64_t[]",
-                  np.float32: "float[]"}[dtype]
-        setattr(view, name, ffi.from_buffer(c_type, array) if array.size else ffi.NULL)
+        setattr(view, name, ffi.from_buffer(C_TYPES[dtype], array) if array.size else ffi.NULL)
     view.n_query = len(arrays["first"]) - 1
     view.n_mated = len(arrays["mate_key"])
     view.topk = arrays["topk"]
@@ -210,9 +211,7 @@ def gathered_arrays(session, arrays):
     for names in groups:
         parts = session.gather([_as_int64(local[name]) for name in names])
         for name, ranks in zip(names, parts):
-            dtype = np.int64 if name == "mates" else dict(
-                (n, d) for n, d, _ in VIEW_ARRAYS)[name]
-            out[name] = _from_int64(np.concatenate(ranks), dtype)
+            out[name] = _from_int64(np.concatenate(ranks), DTYPES.get(name, np.int64))
     out["first"] = np.concatenate([[0], np.cumsum(out.pop("mates"))]).astype(np.int64)
     out["totals"] = out["totals"].reshape(-1, 2).sum(axis=0, dtype=np.uint64)
     return out
