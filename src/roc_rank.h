@@ -99,9 +99,9 @@ typedef enum {
     ROC_AP_TRAPEZOID = 1         /* layumi's Person_reID_baseline: trapezoids */
 } roc_rank_ap;
 typedef enum {
-    ROC_FPIR_NIST = 0,                /* threshold: the fewest false positives over the
-                                         non-mated searches' best scores (>= T) that stay
-                                         within floor(fpir N_nm); hit: mate at rank 1, >= T */
+    ROC_FPIR_NIST = 0,                /* NIST FRVT: T the lowest threshold with at most
+                                         floor(fpir N) of the N non-mated searches' best
+                                         scores >= T; hit: first mate at rank 1, >= T */
     ROC_FPIR_INSIGHTFACE_IJB = 1,     /* ijb_evals.py evaluation_1N */
     ROC_FPIR_INSIGHTFACE_1N_LEGACY = 2,  /* ijb_1n.py */
     ROC_FPIR_INSIGHTFACE_STUDIO = 3   /* InsightFace 1.0's evaluation studio */
