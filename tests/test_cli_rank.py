@@ -9,7 +9,8 @@ import pytest
 
 from _ext import rank
 from _ext.tools import rank as rank_tool
-from cli_common import call, in_tmp, one_line, read_json, write_sets  # noqa: F401  (in_tmp)
+from cli_common import (call, in_tmp, one_line, read_json, script_without,  # noqa: F401  (in_tmp)
+                        write_sets)
 
 
 def test_two_sets_with_cameras_json(in_tmp, rng, capsys):
@@ -60,3 +61,17 @@ def test_missing_cameras_and_files_in_one_line(in_tmp, rng, capsys):
     assert "cam" in one_line(err, "ext-rank")
     status, _, err = call(rank_tool.main, ["query.npz", "absent.npz"], capsys)
     assert status == 1 and "absent.npz" in one_line(err, "ext-rank")
+
+
+def test_without_torch_or_matplotlib(in_tmp, rng, capsys):
+    """NumPy alone computes the same report (this process has torch)."""
+    write_sets(in_tmp, rng)
+    alone = script_without(["torch", "matplotlib"], "rank.py", "query.npz", "gallery.npz",
+                           "--json", "alone.json", cwd=in_tmp)
+    assert alone.returncode == 0, alone.stderr
+    status, _, err = call(rank_tool.main, ["query.npz", "gallery.npz", "--json", "torch.json"],
+                          capsys)
+    assert status == 0, err
+    drop = ("timing",)
+    assert {k: v for k, v in read_json("alone.json").items() if k not in drop} == \
+        {k: v for k, v in read_json("torch.json").items() if k not in drop}

@@ -80,7 +80,8 @@ def make_parser():
                         help="TPIR at these FPIR targets (default: 1e-4 1e-3 1e-2 1e-1)")
     parser.add_argument("--fpir-rule", choices=FPIR_RULES, default="nist",
                         help="the published rule of the TPIR@FPIR table (default: nist)")
-    parser.add_argument("--similarity", choices=("cosine", "dot"), default="cosine")
+    parser.add_argument("--similarity", choices=("cosine", "dot"), default="cosine",
+                        help="the score of a pair of features (default: cosine)")
     parser.add_argument("--json", metavar="PATH", help="write a JSON summary")
     parser.add_argument("--plot", metavar="PNG", help="draw the CMC curve (needs matplotlib)")
     parser.add_argument("--label", help="the run's name in the plot and the JSON")
