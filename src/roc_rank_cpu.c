@@ -2,9 +2,9 @@
  * roc_rank_cpu.c: the rank count's CPU backend (C + OpenMP), behind the calls
  * of roc_rank_internal.h.
  *
- * Mates: the gallery grouped by label (roc_label_groups.c), so a query's mates
- * are one run; each scored with the pair score (roc_cpu_dot), NaN ones
- * dropped and counted, the rest sorted by key.
+ * Mates: found from the labels (roc_rank_mates.c, shared with the GPU
+ * backend), each scored with the pair score (roc_cpu_dot), NaN ones dropped
+ * and counted, the rest sorted by key.
  *
  * The pass: each thread takes ROC_CPU_TILE_ROWS query rows at a time and
  * walks the whole gallery in tiles (scored by roc_cpu_score_tile from
@@ -59,19 +59,6 @@ static inline int64_t label_g(const roc_rank_source *s, int64_t j)
     return roc_int_at(s->labels_g, s->label_dtype, j);
 }
 
-/* Whether pair (i, j), of labels label_i and label_j, is excluded: the
- * query's own row, a junk entry, a mate on the query's camera. */
-static inline int excluded(const roc_rank_source *s, int64_t i, int64_t label_i, int64_t label_j,
-                           int64_t j)
-{
-    if (s->same_set && j == s->row_offset + i)
-        return 1;
-    if (s->has_junk && label_j == s->junk)
-        return 1;
-    return s->cams_q && label_j == label_i &&
-           roc_int_at(s->cams_g, s->cam_dtype, j) == roc_int_at(s->cams_q, s->cam_dtype, i);
-}
-
 static float pair_score(const roc_rank_cpu *b, int64_t i, int64_t j)
 {
     const roc_rank_source *s = &b->src;
@@ -83,109 +70,26 @@ static float pair_score(const roc_rank_cpu *b, int64_t i, int64_t j)
 // ---------------------------------------------------------------------------
 // mates
 
-typedef struct {
-    uint32_t key;
-    int64_t index;
-} mate;
-
-static int by_key(const void *x, const void *y)
-{
-    const mate *a = x, *b = y;
-    if (a->key != b->key)
-        return a->key < b->key ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
-}
-
-/* The run of query i's label in the groups ([*first, *last) of members),
- * empty where its label is junk. */
-static void mate_run(const roc_rank_source *s, const roc_label_groups *groups, int64_t i,
-                     int64_t *first, int64_t *last)
-{
-    const int64_t label = label_q(s, i);
-    if (s->has_junk && label == s->junk) {
-        *first = *last = 0;
-        return;
-    }
-    roc_label_run(groups, label, first, last);
-}
-
-/* Every query's mates scored into the view: candidates (exclusions applied)
- * first, scored in parallel into per-query slots, then the scored ones
- * compacted, sorted by key. */
+/* Every query's mates (roc_rank_mates.c) scored into the view. */
 static int find_mates(roc_rank_cpu *b, roc_rank_view *view)
 {
     const roc_rank_source *s = &b->src;
-    const int64_t Q = s->n_query;
-    roc_label_groups groups = {0};
-    int64_t *slots = NULL, *kept = NULL;
-    mate *found = NULL;
-    uint64_t *nan_mates = NULL;
-    int st = EXT_OK;
-    if (roc_label_groups_make(s->labels_g, s->label_dtype, s->n_gallery, &groups)) {
-        st = nomem(b, "the label groups");
-        goto done;
+    roc_rank_candidates c;
+    int st = roc_rank_candidates_make(s, b->caller, &c);
+    if (st)
+        return st;
+    const int64_t n = c.slots[s->n_query];
+    float *scores = ext_malloc((size_t)(n ? n : 1) * sizeof *scores);
+    if (!scores) {
+        roc_rank_candidates_free(&c);
+        return nomem(b, "the mated pairs' scores");
     }
-    slots = ext_malloc((size_t)(Q + 1) * sizeof *slots);
-    kept = ext_malloc((size_t)(Q + 1) * sizeof *kept);
-    nan_mates = ext_calloc((size_t)Q, sizeof *nan_mates);
-    if (!slots || !kept || !nan_mates) {
-        st = nomem(b, "the mated pairs");
-        goto done;
-    }
-    slots[0] = 0;
-    for (int64_t i = 0; i < Q; i++) {
-        int64_t first, last;
-        mate_run(s, &groups, i, &first, &last);
-        slots[i + 1] = slots[i] + (last - first);
-    }
-    found = ext_malloc((size_t)slots[Q] * sizeof *found);
-    if (!found) {
-        st = nomem(b, "the mated pairs");
-        goto done;
-    }
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < Q; i++) {
-        int64_t first, last, out = slots[i];
-        mate_run(s, &groups, i, &first, &last);
-        const int64_t label = label_q(s, i);
-        for (int64_t m = first; m < last; m++) {
-            const int64_t j = groups.members[m];
-            if (excluded(s, i, label, label, j))
-                continue;
-            const float score = pair_score(b, i, j);
-            if (isnan(score))
-                nan_mates[i]++;
-            else
-                found[out++] = (mate){roc_score_key(score), j};
-        }
-        kept[i] = out - slots[i];
-    }
-    int64_t n_mated = 0;
-    for (int64_t i = 0; i < Q; i++)
-        n_mated += kept[i];
-    if (roc_rank_view_alloc(view, Q, n_mated, s->topk, s->keep_nonmated)) {
-        st = nomem(b, "the counts");
-        goto done;
-    }
-    view->first[0] = 0;
-    for (int64_t i = 0; i < Q; i++)
-        view->first[i + 1] = view->first[i] + kept[i];
-    memcpy(view->nan_mates, nan_mates, (size_t)Q * sizeof *nan_mates);
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < Q; i++) {
-        mate *own = found + slots[i];
-        qsort(own, (size_t)kept[i], sizeof *own, by_key);
-        for (int64_t u = 0; u < kept[i]; u++) {
-            view->mate_key[view->first[i] + u] = own[u].key;
-            view->mate_index[view->first[i] + u] = own[u].index;
-        }
-    }
-done:
-    roc_label_groups_free(&groups);
-    free(slots);
-    free(kept);
-    free(found);
-    free(nan_mates);
+#pragma omp parallel for schedule(dynamic, 1024)
+    for (int64_t t = 0; t < n; t++)
+        scores[t] = pair_score(b, c.row[t], c.index[t]);
+    st = roc_rank_mates_adopt(s, &c, scores, b->caller, view);
+    free(scores);
+    roc_rank_candidates_free(&c);
     return st;
 }
 
@@ -355,7 +259,7 @@ static inline void count_pair(const roc_rank_source *s, row_state *r, key_heap *
                               uint64_t *n_pairs, uint64_t *n_nan, int64_t j, float score)
 {
     const int64_t label = label_g(s, j);
-    if (excluded(s, r->i, r->label, label, j))
+    if (roc_rank_excluded(s, r->i, r->label, label, j))
         return;
     (*n_pairs)++;
     if (label == r->label) {
@@ -460,29 +364,7 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
 
 void roc_rank_cpu_finish(roc_rank_cpu *b, roc_rank_view *view)
 {
-    const int64_t Q = b->src.n_query;
-#pragma omp parallel for schedule(dynamic, 256)
-    for (int64_t i = 0; i < Q; i++) {
-        const int64_t first = view->first[i], m = view->first[i + 1] - first;
-        const uint32_t *keys = view->mate_key + first;
-        const uint64_t *gap = b->gap + first + i;
-        uint64_t *tied = view->tied + first, *above = view->above + first;
-        uint64_t acc = gap[m];
-        /* the runs of equal mate keys, highest first: the count tied with a run
-         * sits on its first mate */
-        for (int64_t end = m; end > 0;) {
-            int64_t start = end - 1;
-            while (start > 0 && keys[start - 1] == keys[end - 1])
-                start--;
-            const uint64_t on_run = tied[start];
-            for (int64_t u = start; u < end; u++) {
-                above[u] = acc;
-                tied[u] = on_run;
-            }
-            acc += on_run + gap[start];
-            end = start;
-        }
-    }
+    roc_rank_gaps_to_counts(view, b->gap);
 }
 
 // ---------------------------------------------------------------------------

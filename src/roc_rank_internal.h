@@ -55,6 +55,36 @@ int roc_rank_view_alloc(roc_rank_view *view, int64_t n_query, int64_t n_mated, i
                         int64_t keep);
 void roc_rank_view_free(roc_rank_view *view);
 
+/* What both backends do on the host (roc_rank_mates.c). */
+
+/* Whether pair (i, j), of labels label_i and label_j, is excluded: the
+ * query's own row, a junk entry, a mate on the query's camera. */
+int roc_rank_excluded(const roc_rank_source *s, int64_t i, int64_t label_i, int64_t label_j,
+                      int64_t j);
+
+/* Every query's candidate mates, from labels (and cameras) in host memory:
+ * the gallery entries of its label that the protocol keeps, pairs
+ * (row[t], index[t]) for t in [slots[i], slots[i + 1]); and counted[i], the
+ * pairs of query i that the protocol keeps (G less its exclusions). */
+typedef struct {
+    int64_t *slots;   /* Q + 1 */
+    int64_t *row, *index;
+    int64_t *counted; /* Q */
+} roc_rank_candidates;
+int roc_rank_candidates_make(const roc_rank_source *host, const char *caller,
+                             roc_rank_candidates *out /* OUT */);
+void roc_rank_candidates_free(roc_rank_candidates *c);
+/* The candidates' scores (scores[t] of pair t; NaN: a NaN mate, counted in
+ * nan_mates) into a view allocated here: first, mate_key (ascending within a
+ * query, then by gallery index) and mate_index. */
+int roc_rank_mates_adopt(const roc_rank_source *s, const roc_rank_candidates *c,
+                         const float *scores, const char *caller, roc_rank_view *view /* OUT */);
+/* finish's last step: gap[first[i] + i + u] (the non-mates of query i
+ * strictly between mate keys u - 1 and u, u <= its mates) and the view's
+ * tied (on the first mate of each run of equal keys) into above and tied by
+ * mated pair. */
+void roc_rank_gaps_to_counts(roc_rank_view *view, const uint64_t *gap);
+
 typedef struct roc_rank_cpu roc_rank_cpu;
 
 /* Each returns an ext_status with its message set, naming `caller`. */
