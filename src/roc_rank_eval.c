@@ -1,8 +1,8 @@
 /*
  * roc_rank_eval.c: the rank count behind rank.evaluate(): argument checks,
  * the owner of the counts (host memory, roc_rank_view), and dispatch to the
- * CPU backend (roc_rank_cpu.c) by the device of the inputs. The GPU backend
- * plugs in here, behind roc_rank_internal.h's calls.
+ * CPU backend (roc_rank_cpu.c) or the GPU's (cuda/roc_rank_kernel.cu) by the
+ * device of the inputs, behind roc_rank_internal.h's calls.
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +13,10 @@
 #include "roc_internal.h"
 #include "roc_math.h"
 #include "roc_rank_internal.h"
+#ifdef EXT_WITH_CUDA
+#include "cuda/roc_eval_kernel.h"
+#include "cuda/roc_rank_kernel.h"
+#endif
 
 #define MAX_TOPK 100
 
@@ -22,7 +26,18 @@ struct roc_rank {
     roc_rank_view view;
     int broken;        /* an earlier step failed half-way: the counts are not whole */
     roc_rank_cpu *cpu;
+#ifdef EXT_WITH_CUDA
+    roc_rank_cuda *cuda;
+#endif
 };
+
+#ifdef EXT_WITH_CUDA
+/* The ext_status of a GPU backend call. */
+static int cuda_status(const roc_rank *rank, int err)
+{
+    return err ? ext_cuda_fail(rank->caller, err) : EXT_OK;
+}
+#endif
 
 // ---------------------------------------------------------------------------
 // the view's memory
@@ -213,8 +228,13 @@ int roc_rank_create(roc_rank **out, const roc_rank_config *config, const ext_ten
         return st;
     if (labels_q->device_type == EXT_CUDA) {
 #ifdef EXT_WITH_CUDA
-        return ext_fail(EXT_ERR_DEVICE, "%s: the rank count has no GPU backend yet; pass CPU "
-                        "tensors", fn);
+        if (config->topk > 0 || config->keep_nonmated > 0)
+            return ext_fail(EXT_ERR_DEVICE, "%s: topk and the insightface_1n_legacy rule are "
+                            "counted on the CPU only for now; pass CPU tensors for them", fn);
+        /* the best non-mate's index shares a 64-bit word with its key */
+        if (labels_g->sizes[0] >= (int64_t)UINT32_MAX)
+            return ext_fail(EXT_ERR_VALUE, "%s: a gallery on the GPU holds fewer than 2^32 - 1 "
+                            "entries, got %lld", fn, (long long)labels_g->sizes[0]);
 #else
         return ext_no_cuda(fn, NULL);
 #endif
@@ -235,7 +255,14 @@ int roc_rank_create(roc_rank **out, const roc_rank_config *config, const ext_ten
         .score = score ? score->data : NULL, .feat_q = feat_q ? feat_q->data : NULL,
         .feat_g = feat_g ? feat_g->data : NULL,
         .topk = config->topk, .keep_nonmated = config->keep_nonmated};
-    if ((st = roc_rank_cpu_create(&rank->cpu, &rank->src, rank->caller, &rank->view))) {
+#ifdef EXT_WITH_CUDA
+    if (labels_q->device_type == EXT_CUDA)
+        st = cuda_status(rank, roc_rank_cuda_create(&rank->cuda, &rank->src, rank->caller,
+                                                    &rank->view));
+    else
+#endif
+        st = roc_rank_cpu_create(&rank->cpu, &rank->src, rank->caller, &rank->view);
+    if (st) {
         roc_rank_free(rank);
         return st;
     }
@@ -262,13 +289,24 @@ int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end)
                         (long long)rank->src.n_query);
     if (row_begin == row_end || rank->src.n_gallery == 0)
         return EXT_OK;
-    if ((st = roc_rank_cpu_add_rows(rank->cpu, &rank->view, row_begin, row_end)))
+#ifdef EXT_WITH_CUDA
+    if (rank->cuda)
+        st = cuda_status(rank, roc_rank_cuda_add_rows(rank->cuda, &rank->view, row_begin,
+                                                      row_end));
+    else
+#endif
+        st = roc_rank_cpu_add_rows(rank->cpu, &rank->view, row_begin, row_end);
+    if (st)
         rank->broken = 1;
     return st;
 }
 
 int64_t roc_rank_row_tile(int32_t device_type)
 {
+#ifdef EXT_WITH_CUDA
+    if (device_type == EXT_CUDA)
+        return roc_eval_cuda_row_tile();
+#endif
     (void)device_type;
     return ROC_CPU_TILE_ROWS;
 }
@@ -278,7 +316,14 @@ int roc_rank_counts(roc_rank *rank, roc_rank_view *out)
     int st;
     if ((st = check_usable(rank)))
         return st;
-    roc_rank_cpu_finish(rank->cpu, &rank->view);
+#ifdef EXT_WITH_CUDA
+    if (rank->cuda && (st = cuda_status(rank, roc_rank_cuda_finish(rank->cuda, &rank->view)))) {
+        rank->broken = 1;
+        return st;
+    }
+#endif
+    if (rank->cpu)
+        roc_rank_cpu_finish(rank->cpu, &rank->view);
     *out = rank->view;
     return EXT_OK;
 }
@@ -288,6 +333,9 @@ void roc_rank_free(roc_rank *rank)
     if (rank == NULL)
         return;
     roc_rank_cpu_free(rank->cpu);
+#ifdef EXT_WITH_CUDA
+    roc_rank_cuda_free(rank->cuda);
+#endif
     roc_rank_view_free(&rank->view);
     free(rank);
 }

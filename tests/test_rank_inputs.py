@@ -225,15 +225,12 @@ def test_device_cuda_without_cuda_is_named():
 
 
 @pytest.mark.gpu
-def test_cuda_inputs_are_not_implemented_yet_or_run(rng):
-    """Until the GPU path lands, CUDA inputs raise NotImplementedError naming
-    evaluate; device="cpu" copies them over."""
+def test_cuda_inputs_run_there_or_on_the_cpu_when_asked(rng):
+    """CUDA inputs are counted on the GPU; device="cpu" copies them over."""
     lq, lg, score = small(rng)
     cuda = dict(score=torch.from_numpy(score).cuda())
-    try:
-        rank.evaluate(torch.from_numpy(lq).cuda(), torch.from_numpy(lg).cuda(), **cuda)
-    except NotImplementedError as error:
-        assert str(error).startswith("evaluate: ")
+    same(rank.evaluate(lq, lg, score=score),
+         rank.evaluate(torch.from_numpy(lq).cuda(), torch.from_numpy(lg).cuda(), **cuda))
     same(rank.evaluate(lq, lg, score=score),
          rank.evaluate(torch.from_numpy(lq).cuda(), torch.from_numpy(lg).cuda(), device="cpu",
                        **cuda))

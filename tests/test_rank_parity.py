@@ -294,18 +294,53 @@ def test_insightface_studio_equals_the_studio(rng):
 # ---------------------------------------------------------------------------
 # the GPU (the lead's GPU run): the CPU's report, count for count
 
-@pytest.mark.gpu
-@pytest.mark.xfail(raises=NotImplementedError, reason="the rank count's GPU path is not built "
-                   "yet", strict=False)
-def test_cuda_inputs_equal_the_cpu(rng):
-    lq, lg, cq, cg, score = market_like(rng)
-    fq = rng.normal(size=(40, 24)).astype(np.float32)
-    fg = rng.normal(size=(150, 24)).astype(np.float32)
-    kwargs = dict(cams_q=cq, cams_g=cg, topk=5, per_query=True)
-    cpu = rank.evaluate(lq, lg, feat_q=fq, feat_g=fg, **kwargs)
-    gpu = rank.evaluate(torch.from_numpy(lq).cuda(), torch.from_numpy(lg).cuda(),
-                        feat_q=torch.from_numpy(fq).cuda(), feat_g=torch.from_numpy(fg).cuda(),
-                        **kwargs)
+def cuda(x):
+    return None if x is None else torch.from_numpy(np.ascontiguousarray(x)).cuda()
+
+
+def same_on_gpu(lq, lg, kwargs, **arrays):
+    """The GPU's report of these inputs is the CPU's, count for count."""
+    cpu = rank.evaluate(lq, lg, per_query=True, **arrays, **kwargs)
+    gpu = rank.evaluate(cuda(lq), cuda(lg), per_query=True,
+                        **{name: cuda(x) for name, x in arrays.items()}, **kwargs)
     assert gpu.to_dict() == cpu.to_dict()
+    assert set(gpu.per_query) == set(cpu.per_query)
     for name in cpu.per_query:
         np.testing.assert_array_equal(gpu.per_query[name], cpu.per_query[name])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["score", "features"])
+@pytest.mark.parametrize("protocol", ["plain", "cameras", "junk", "same_set"])
+@pytest.mark.parametrize("ties", ["pessimistic", "expected"])
+def test_cuda_inputs_equal_the_cpu(rng, source, protocol, ties):
+    """Tied scores (quantized), a gallery that spans several of the GPU's
+    tiles with edges, NaN pairs; the Market protocol's cameras, junk ids and
+    one set's own rows; the score matrix and features."""
+    n_query, n_gallery, dim = 300, 700, 16
+    lq, lg, cq, cg, score = market_like(rng, n_query, n_gallery, ids=40, quantum=0.05)
+    fq = np.round(rng.normal(size=(n_query, dim)), 1).astype(np.float32)
+    fg = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
+    score[rng.random(score.shape) < 0.002] = np.nan
+    fg[3, 0] = np.nan                      # gallery entry 3: NaN with every query
+    kwargs = dict(ties=ties, fpir_rule="nist")
+    if protocol == "cameras":
+        kwargs.update(cams_q=cq, cams_g=cg)
+    if protocol == "junk":
+        lg[::7] = -1
+    arrays = dict(score=score) if source == "score" else dict(feat_q=fq, feat_g=fg)
+    if protocol == "same_set":
+        sq = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
+        arrays = (dict(score=np.round(sq @ sq.T, 1)) if source == "score"
+                  else dict(feat_q=sq))
+        same_on_gpu(lg, None, dict(kwargs, same_set=True), **arrays)
+        return
+    same_on_gpu(lq, lg, kwargs, **arrays)
+
+
+@pytest.mark.gpu
+def test_cuda_topk_and_legacy_rule_are_refused_by_name(rng):
+    lq, lg, cq, cg, score = market_like(rng)
+    for kwargs in (dict(topk=5), dict(fpir_rule="insightface_1n_legacy")):
+        with pytest.raises(RuntimeError, match="^evaluate: topk and the insightface_1n_legacy"):
+            rank.evaluate(cuda(lq), cuda(lg), score=cuda(score), **kwargs)

@@ -33,9 +33,11 @@ SIMILARITY_CODES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
 DEFAULT_FPIRS = (1e-4, 1e-3, 1e-2, 1e-1)
 MAX_TOPK = 100
 MAX_RANK = 1 << 31
-# pairs per add_rows step (the CPU holds nothing per pair: this only sets how
-# often progress is reported)
-DEFAULT_CHUNK = 1 << 24
+# pairs per add_rows step, by whether the count is on the GPU: neither
+# backend holds anything per pair, so this sets how often progress is
+# reported; the GPU's steps are as large as the ROC evaluator's from features,
+# where a gallery of several chunks is prepared again at each step
+DEFAULT_CHUNK = {False: 1 << 24, True: 1 << 34}
 
 
 # ---------------------------------------------------------------------------
@@ -270,10 +272,6 @@ def _prepare(fn, options, labels_q, labels_g, score, feat_q, feat_g, cams_q, cam
     if (cams_q is None) != (cams_g is None):
         raise ValueError("%s: give both cams_q and cams_g, or neither" % fn)
     device = parse_device(fn, device, score, feat_q, feat_g, labels_q, labels_g)
-    if device != "cpu":
-        raise NotImplementedError(
-            "%s: the rank count runs on the CPU only for now (its GPU path is not built yet); "
-            "pass CPU arrays or device='cpu'" % fn)
     same_features = feat_g is feat_q
     score = float32_scores(fn, "score", to_device(fn, "score", score, device))
     feat_q = to_device(fn, "feat_q", feat_q, device)
@@ -328,11 +326,13 @@ def _create(fn, options, session, setup, infos, held):
     return RankEvaluation(handle[0], (dict(held), args), setup["n_query"])
 
 
-def _count(evaluation, options, session, n_gallery, total_pairs):
+def _count(evaluation, options, session, setup, total_pairs):
     """add_rows over the rank's queries in steps of whole row tiles, reporting
     progress (the global progress with a group, estimated from this rank's share)."""
-    tile = lib.roc_rank_row_tile(lib.EXT_CPU)
-    rows = max(tile, (options.chunk or DEFAULT_CHUNK) // max(n_gallery, 1) // tile * tile)
+    cuda = setup["device"].startswith("cuda")
+    tile = lib.roc_rank_row_tile(lib.EXT_CUDA if cuda else lib.EXT_CPU)
+    chunk = options.chunk or DEFAULT_CHUNK[cuda]
+    rows = max(tile, chunk // max(setup["n_gallery"], 1) // tile * tile)
     n = evaluation.n_rows
     for begin in range(0, n, rows):
         end = min(begin + rows, n)
@@ -395,9 +395,10 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
                                    index)
     per_query                      also report.per_query, the counts and ranks by
                                    query and by mated pair
-    device                         where to compute; the CPU only for now: CUDA
-                                   inputs raise NotImplementedError until the GPU
-                                   path lands (pass device="cpu" to copy them over)
+    device                         where to compute: "cpu", "cuda" or "cuda:N"
+                                   (default: where the inputs are); topk and the
+                                   insightface_1n_legacy rule are counted on the
+                                   CPU only for now
     chunk                          pairs per step (how often progress is called)
     progress                       called as progress(pairs_done, pairs_total)
     group                          a torch.distributed process group (True or
@@ -433,7 +434,7 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
                          "every rank or on none" % fn)
     evaluation = session.step(lambda: _create(fn, options, session, setup, infos, held))
     total_pairs = sum(info["n_query"] for info in infos) * setup["n_gallery"]
-    session.step(lambda: _count(evaluation, options, session, setup["n_gallery"], total_pairs))
+    session.step(lambda: _count(evaluation, options, session, setup, total_pairs))
     own = session.step(lambda: view_arrays(evaluation.view()))
     counts = gathered_arrays(session, own)
     view, keep = session.step(lambda: view_of(counts))
