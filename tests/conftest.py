@@ -34,6 +34,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def rng(request):
-    """A generator per test, seeded from the test's name: reproducible, and
-    different data for every test."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    """A generator per test, seeded from the test's file name and name:
+    reproducible, different data for every test (file names are unique
+    across the folders), and the same data whichever folder of tests/ holds
+    the file. The seed is the crc32 of "tests/<file>::<test>", the node id
+    the test has where its file sits in tests/ itself."""
+    path, _, test = request.node.nodeid.partition("::")
+    seed_id = "tests/%s::%s" % (os.path.basename(path), test)
+    return np.random.default_rng(zlib.crc32(seed_id.encode()))
