@@ -2,7 +2,8 @@
 host) allocation made to fail by the test hook (ext_test_fail_allocations),
 raises MemoryError naming its function, leaks no device memory, and works on
 the next call. GPU machine; the evaluator's host failures on the CPU, and
-pair_scores' outputs that cannot be allocated, are in test_roc_inputs.py."""
+pair_scores' outputs that cannot be allocated, are in
+tests/roc/test_roc_inputs.py."""
 
 import numpy as np
 import pytest
