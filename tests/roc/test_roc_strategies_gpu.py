@@ -1,10 +1,11 @@
 """How the GPU evaluator counts, strategy by strategy, against the CPU count
 for count (GPU machine): the operands prepared a block at a time and steps of
-a few rows, more genuine levels than a block's shared counters (global
-counters, the level index), the partitioned count, keys set aside, whole
-tiles, the plan's own choice, and pair lists counted by sorting. The tests
-steer the plan through EXT_ROC_STRATEGY and the size variables that
-src/cuda/roc_eval_plan.cuh lists; the counts are the same whatever they say."""
+a few rows; more genuine levels than a block's shared counters (global
+counters, the level index); the partitioned count and the plan's choice of
+it; keys set aside; binned whole tiles; lists of pairs counted by sorting.
+The tests steer the plan through EXT_ROC_STRATEGY and the size variables
+that src/cuda/roc_eval_plan.cuh lists; the counts are the same whatever
+they say."""
 
 import functools
 import time
@@ -69,18 +70,6 @@ def test_gpu_query_block_holds_a_step(rng, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_many_genuine_levels(rng):
-    """More genuine levels than fit in shared memory: the global counters."""
-    n = 12000
-    labels = np.arange(n) % 1200  # ten samples a label: 120,000 genuine pairs
-    feats = rng.normal(size=(n, 16)).astype(np.float32)
-    cpu, gpu = gpu_cpu_pair(roc.evaluate, labels_q=labels, labels_g=labels, feat_q=feats,
-                            feat_g=feats)
-    assert cpu.counts["genuine_scores"].size > 12_288
-    assert_reports_equal(gpu, cpu)
-
-
-@pytest.mark.gpu
 def test_gpu_ten_billion_pairs_from_features():
     """50,000 x 200,000 pairs (10^10), D = 512, from features: runs in bounded
     memory, and the exact and binned results count the same pairs."""
@@ -115,7 +104,19 @@ def test_gpu_ten_billion_pairs_from_features():
 
 
 # ---------------------------------------------------------------------------
-# more genuine levels than a block's shared counters
+# more genuine levels than a block's shared counters: global counters, the level index
+
+@pytest.mark.gpu
+def test_gpu_many_genuine_levels(rng):
+    """More genuine levels than fit in shared memory: the global counters."""
+    n = 12000
+    labels = np.arange(n) % 1200  # ten samples a label: 120,000 genuine pairs
+    feats = rng.normal(size=(n, 16)).astype(np.float32)
+    cpu, gpu = gpu_cpu_pair(roc.evaluate, labels_q=labels, labels_g=labels, feat_q=feats,
+                            feat_g=feats)
+    assert cpu.counts["genuine_scores"].size > 12_288
+    assert_reports_equal(gpu, cpu)
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("spread", ["similarity", "binades"])
@@ -144,6 +145,42 @@ def test_gpu_many_levels_inside_the_impostor_mass(rng, source, mode):
         np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
     np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
 
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("features", ["integer dot", "normal cosine"])
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_gpu_more_levels_than_shared_counters(rng, features, mode):
+    """12,000+ genuine levels from features, more than a block's shared gap
+    counters hold (7,167): the feature pass's global counters, its pairs looked
+    up side by side (the first chunk of tiles; the rest partitioned, since
+    every pair lies among the levels). Integer features scored by dot products tie a third of
+    the impostors with a genuine level; normal ones almost none."""
+    n_ids, per_id, n_query = 4000, 4, 4000
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)[:n_query]
+    if features == "integer dot":
+        feat_q = rng.integers(-150, 151, (n_query, 2)).astype(np.float32)
+        feat_g = rng.integers(-150, 151, (n_ids * per_id, 2)).astype(np.float32)
+        similarity, score_range = "dot", (-45000.0, 45000.0)
+    else:
+        feat_q = rng.normal(size=(n_query, 16)).astype(np.float32)
+        feat_g = rng.normal(size=(n_ids * per_id, 16)).astype(np.float32)
+        similarity, score_range = "cosine", (-1.0, 1.0)
+    kwargs = dict(mode=mode, similarity=similarity, range=score_range, bins=100000)
+    cpu = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, **kwargs)
+    gpu = roc.evaluate(*(torch.from_numpy(a).cuda() for a in (labels_q, labels_g)),
+                       feat_q=torch.from_numpy(feat_q).cuda(),
+                       feat_g=torch.from_numpy(feat_g).cuda(), **kwargs)
+    if mode == "exact":
+        assert len(cpu.counts["genuine_scores"]) > 12000
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+
+
+# ---------------------------------------------------------------------------
+# the partitioned count, and the plan's choice of it
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("features", ["integer dot", "normal cosine", "outliers", "binades"])
@@ -247,6 +284,46 @@ def test_gpu_partitioned_count_crowded_gap(monkeypatch):
         np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
         assert (gpu.n_impostor, gpu.auc) == (cpu.n_impostor, cpu.auc)
 
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tail", [True, False])
+def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
+    """20,000 genuine levels from features, without EXT_ROC_STRATEGY:
+    the first tiles are counted with global counters, the rest by partition
+    only where half of their pairs or more lay at or above the lowest level
+    (a tail of genuine scores among the impostors), which the partition's
+    buffers (a launch's pairs and 30% more: 300 MiB on an H100) show in the
+    memory peak. Small operand blocks make several blocks, so the counts add
+    into one result."""
+    n_ids, per_id, dim = 5000, 4, 16
+    labels_g = np.repeat(np.arange(n_ids), per_id)
+    labels_q = rng.permutation(n_ids)
+    feat_q = rng.normal(size=(n_ids, dim)).astype(np.float32)
+    feat_g = feat_q[labels_g] + 0.3 * rng.normal(size=(n_ids * per_id, dim)).astype(np.float32)
+    if tail:
+        feat_g[::8] = rng.normal(size=(len(feat_g[::8]), dim))
+    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q[labels_q], feat_g=feat_g,
+                  similarity="cosine")
+    cpu = roc.evaluate(**kwargs)
+    assert len(cpu.counts["genuine_scores"]) > 8192
+    below_lowest = cpu.counts["impostor_between"][0] / cpu.n_impostor
+    assert below_lowest < 0.01 if tail else below_lowest > 0.99
+    monkeypatch.delenv("EXT_ROC_STRATEGY", raising=False)
+    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "256")
+    gpu = roc.evaluate(**{k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+                          for k, v in kwargs.items()})
+    for name, value in cpu.counts.items():
+        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
+    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
+    partition_bytes = 256 << 20
+    if tail:
+        assert gpu.device_bytes_peak > partition_bytes
+    else:
+        assert gpu.device_bytes_peak < partition_bytes
+
+
+# ---------------------------------------------------------------------------
+# keys set aside, and the tiles stored ahead of the probe
 
 def aside_workload(rng, features, n_ids=3000, per_id=4):
     """Features whose genuine levels outnumber a block's shared counters
@@ -379,6 +456,9 @@ def test_gpu_whole_tiles_below_the_lowest_level(rng, monkeypatch, features):
         assert_reports_equal(roc.evaluate(**moved), cpu)
 
 
+# ---------------------------------------------------------------------------
+# binned counts of whole tiles
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("bins,bin_range", [(40, (-20.0, 20.0)), (37, (-9.0, 13.0))])
 def test_gpu_binned_whole_tiles(rng, bins, bin_range):
@@ -412,76 +492,6 @@ def test_gpu_binned_whole_tiles(rng, bins, bin_range):
         np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
     assert gpu.n_nan == cpu.n_nan == 520 + 300 - 1
     assert_reports_equal(gpu, cpu)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("tail", [True, False])
-def test_gpu_count_chooses_partition(rng, monkeypatch, tail):
-    """20,000 genuine levels from features, without EXT_ROC_STRATEGY:
-    the first tiles are counted with global counters, the rest by partition
-    only where half of their pairs or more lay at or above the lowest level
-    (a tail of genuine scores among the impostors), which the partition's
-    buffers (a launch's pairs and 30% more: 300 MiB on an H100) show in the
-    memory peak. Small operand blocks make several blocks, so the counts add
-    into one result."""
-    n_ids, per_id, dim = 5000, 4, 16
-    labels_g = np.repeat(np.arange(n_ids), per_id)
-    labels_q = rng.permutation(n_ids)
-    feat_q = rng.normal(size=(n_ids, dim)).astype(np.float32)
-    feat_g = feat_q[labels_g] + 0.3 * rng.normal(size=(n_ids * per_id, dim)).astype(np.float32)
-    if tail:
-        feat_g[::8] = rng.normal(size=(len(feat_g[::8]), dim))
-    kwargs = dict(labels_q=labels_q, labels_g=labels_g, feat_q=feat_q[labels_q], feat_g=feat_g,
-                  similarity="cosine")
-    cpu = roc.evaluate(**kwargs)
-    assert len(cpu.counts["genuine_scores"]) > 8192
-    below_lowest = cpu.counts["impostor_between"][0] / cpu.n_impostor
-    assert below_lowest < 0.01 if tail else below_lowest > 0.99
-    monkeypatch.delenv("EXT_ROC_STRATEGY", raising=False)
-    monkeypatch.setenv("EXT_ROC_OPERAND_KIB", "256")
-    gpu = roc.evaluate(**{k: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
-                          for k, v in kwargs.items()})
-    for name, value in cpu.counts.items():
-        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
-    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
-    partition_bytes = 256 << 20
-    if tail:
-        assert gpu.device_bytes_peak > partition_bytes
-    else:
-        assert gpu.device_bytes_peak < partition_bytes
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("features", ["integer dot", "normal cosine"])
-@pytest.mark.parametrize("mode", ["exact", "binned"])
-def test_gpu_more_levels_than_shared_counters(rng, features, mode):
-    """12,000+ genuine levels from features, more than a block's shared gap
-    counters hold (7,167): the feature pass's global counters, its pairs looked
-    up side by side (the first chunk of tiles; the rest partitioned, since
-    every pair lies among the levels). Integer features scored by dot products tie a third of
-    the impostors with a genuine level; normal ones almost none."""
-    n_ids, per_id, n_query = 4000, 4, 4000
-    labels_g = np.repeat(np.arange(n_ids), per_id)
-    labels_q = rng.permutation(n_ids)[:n_query]
-    if features == "integer dot":
-        feat_q = rng.integers(-150, 151, (n_query, 2)).astype(np.float32)
-        feat_g = rng.integers(-150, 151, (n_ids * per_id, 2)).astype(np.float32)
-        similarity, score_range = "dot", (-45000.0, 45000.0)
-    else:
-        feat_q = rng.normal(size=(n_query, 16)).astype(np.float32)
-        feat_g = rng.normal(size=(n_ids * per_id, 16)).astype(np.float32)
-        similarity, score_range = "cosine", (-1.0, 1.0)
-    kwargs = dict(mode=mode, similarity=similarity, range=score_range, bins=100000)
-    cpu = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, **kwargs)
-    gpu = roc.evaluate(*(torch.from_numpy(a).cuda() for a in (labels_q, labels_g)),
-                       feat_q=torch.from_numpy(feat_q).cuda(),
-                       feat_g=torch.from_numpy(feat_g).cuda(), **kwargs)
-    if mode == "exact":
-        assert len(cpu.counts["genuine_scores"]) > 12000
-    for name, value in cpu.counts.items():
-        np.testing.assert_array_equal(np.asarray(gpu.counts[name]), np.asarray(value))
-    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
-    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
 
 
 # ---------------------------------------------------------------------------
