@@ -15,6 +15,9 @@ from sklearn.metrics import roc_curve as sk_roc_curve
 from _ext import roc
 from _ext.roc import _evaluate
 
+# the seeds of the file these tests were split from (conftest.py's rng)
+SEED_FILE = "test_roc_eval.py"
+
 RULES = ("max_tpr", "nearest", "first_above", "interpolate")
 FARS = (0.0, 1e-4, 1e-3, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0)
 

@@ -19,6 +19,9 @@ from test_roc_pairs import flat_pairs
 
 from _ext import roc
 
+# the seeds of the file these tests were split from (conftest.py's rng)
+SEED_FILE = "test_roc_eval.py"
+
 
 # ---------------------------------------------------------------------------
 # the feature pass's operands and steps
