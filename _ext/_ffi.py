@@ -204,7 +204,7 @@ def _take(fn, name, capsule):
 
 def _describe_torch(ffi, fn, name, x):
     """The descriptor of a strided CPU or CUDA torch tensor, filled from its own
-    fields: what the DLPack path gives (tests/test_dlpack.py compares them),
+    fields: what the DLPack path gives (tests/ffi/test_dlpack.py compares them),
     without making and parsing an export, a few microseconds a call. The
     caller keeps x alive for the call, as it keeps any array."""
     if x.is_neg():

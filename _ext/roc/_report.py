@@ -57,7 +57,7 @@ class RocReport:
                            rounded once from its exact integer counts: the area
                            under the curve. roc_auc_score sums the same trapezoids
                            in floating point, so the two differ by a few ulp
-                           (tests/test_roc_conformance.py bounds it)
+                           (tests/roc/test_roc_conformance.py bounds it)
     partial_auc, max_fpr   with max_fpr: the area over FPR in [0, max_fpr],
                            McClish-standardized as roc_auc_score(max_fpr=)
                            (0.5 (1 + (A - m^2 / 2) / (m - m^2 / 2)), m = max_fpr), from
