@@ -33,6 +33,10 @@
 
 #include "roc.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The checked inputs (roc_rank.h), on `device` (CUDA) or the CPU. */
 typedef struct {
     int similarity, same_set, has_junk;
@@ -99,5 +103,9 @@ void roc_rank_cpu_free(roc_rank_cpu *backend);
  * message naming `caller`. */
 int roc_rank_summarize_view(const roc_rank_view *view, const roc_rank_summary_options *options,
                             const char *caller, roc_rank_summary *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ROC_RANK_INTERNAL_H */

@@ -919,9 +919,10 @@ class RankCount {
             return;
         col0_ = n0 + (threadIdx.x % 32) * 4;
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            col_label_[c] = __ldg(r_.labels_g + col0_ + c);
-            col_cam_[c] = r_.cams_g ? __ldg(r_.cams_g + col0_ + c) : 0;
+        for (int c = 0; c < 4; c++) { /* past the gallery (a tile's edge): never used */
+            const bool in = col0_ + c < p_.n_gallery;
+            col_label_[c] = in ? __ldg(r_.labels_g + col0_ + c) : 0;
+            col_cam_[c] = in && r_.cams_g ? __ldg(r_.cams_g + col0_ + c) : 0;
         }
     }
 
