@@ -22,6 +22,8 @@
 #include "roc_internal.h"
 #include "roc_math.h"
 
+#define LOW_LOCKS 4096 /* spin locks over nearest_sklearn's lists, gap p under p % LOW_LOCKS */
+
 struct roc_eval_cpu {
     roc_source src;
     const char *caller;
@@ -29,6 +31,7 @@ struct roc_eval_cpu {
     float *owned_q, *owned_g;
     const roc_genuine_levels *levels;    /* set_levels' */
     const roc_level_index *index;
+    unsigned char low_locks[LOW_LOCKS];
 };
 
 static int nomem(const roc_eval_cpu *b, const char *what)
@@ -419,13 +422,52 @@ static int list_genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc
 // ---------------------------------------------------------------------------
 // the counting pass
 
-/* One thread's counts, added into the evaluator's after the pass. */
+/* One thread's counts, added into the evaluator's after the pass; and, shared
+ * by the threads, nearest_sklearn's lists (NULL where not kept). */
 typedef struct {
     uint64_t *at, *gap, *bins; /* exact: at (U), gap (U + 1); binned: bins (n + 2) */
     uint32_t *gap_min;
     uint32_t top_key;
     uint64_t top_count, n_nan, n_pairs;
+    roc_exact_counts *low;
+    unsigned char *low_locks;
 } local_counts;
+
+/* Gap p's list of its lowest distinct keys (roc_internal.h) meets a pair of
+ * `key`: the key is counted if listed, else listed where it is among the
+ * lowest so far (the last key leaving a full list). Each key of the final list
+ * is counted at every one of its pairs: fewer keys than the list holds lie
+ * below it at any time, so it is never refused nor pushed out. low_bound, read
+ * by the caller without the lock, only falls: a stale read sends a key here
+ * to be refused. */
+static void keep_low_key(roc_exact_counts *e, unsigned char *locks, int64_t p, uint32_t key)
+{
+    const int64_t K = e->n_low;
+    uint32_t *keys = e->low_keys + p * K, *pairs = e->low_counts + p * K;
+    unsigned char *lock = locks + p % LOW_LOCKS;
+    while (__atomic_test_and_set(lock, __ATOMIC_ACQUIRE))
+        ;
+    int64_t lo = 0, hi = K; /* the first listed key >= key (ROC_LOW_NONE pads the end) */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < K && keys[lo] == key) {
+        if (pairs[lo] != UINT32_MAX)
+            pairs[lo]++;
+    } else if (lo < K) {
+        memmove(keys + lo + 1, keys + lo, (size_t)(K - 1 - lo) * sizeof *keys);
+        memmove(pairs + lo + 1, pairs + lo, (size_t)(K - 1 - lo) * sizeof *pairs);
+        keys[lo] = key;
+        pairs[lo] = 1;
+        if (keys[K - 1] != ROC_LOW_NONE)
+            __atomic_store_n(&e->low_bound[p], keys[K - 1], __ATOMIC_RELAXED);
+    }
+    __atomic_clear(lock, __ATOMIC_RELEASE);
+}
 
 /* Counts pair score s; curve mode stores its key in *key_slot instead. */
 static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
@@ -463,6 +505,8 @@ static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
         local->gap[level]++;
         if (key < local->gap_min[level])
             local->gap_min[level] = key;
+        if (local->low && key <= __atomic_load_n(&local->low->low_bound[level], __ATOMIC_RELAXED))
+            keep_low_key(local->low, local->low_locks, level, key);
     }
     if (key > local->top_key || local->top_count == 0) {
         local->top_key = key;
@@ -472,11 +516,13 @@ static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
     }
 }
 
-static int local_alloc(const roc_eval_cpu *b, const roc_counts *counts, local_counts *local)
+static int local_alloc(roc_eval_cpu *b, roc_counts *counts, local_counts *local)
 {
     const int64_t U = b->levels->n_levels;
     memset(local, 0, sizeof *local);
     if (b->src.mode == ROC_MODE_EXACT) {
+        local->low = counts->exact.n_low ? &counts->exact : NULL;
+        local->low_locks = b->low_locks;
         local->at = ext_calloc((size_t)U, sizeof(uint64_t));
         local->gap = ext_calloc((size_t)U + 1, sizeof(uint64_t));
         local->gap_min = ext_malloc(((size_t)U + 1) * sizeof(uint32_t));

@@ -167,12 +167,14 @@ class RocAccumulator:
         flags = flags if _ffi.dtype_name(flags) == "bool" else flags != 0  # values 0 and 1
         return (flags, score), {"device": device, "classes": classes}
 
-    def _count(self, a, b, group):
+    def _count(self, a, b, group, options=None, levels=None):
+        options = options or self.options
         if self.gallery is not None:
             labels_g, feat_g = self.gallery
-            return all_pairs(FN, self.options, a, labels_g, None, b, feat_g, False,
-                             self.device, group)
-        return pair_list(FN, self.options, a, b, None, None, None, None, self.device, group)
+            return all_pairs(FN, options, a, labels_g, None, b, feat_g, False,
+                             self.device, group, levels=levels)
+        return pair_list(FN, options, a, b, None, None, None, None, self.device, group,
+                         levels=levels)
 
     def compute(self):
         """The RocReport of every batch so far (with a group: of every rank's).
@@ -184,7 +186,9 @@ class RocAccumulator:
         held = {}
         session.step(lambda: self._prepare(session, held), gather=True)
         if self.options.mode == "exact":
-            return finish(self._count(held["a"], held["b"], self.group), self.options)[0]
+            def count(options, levels=None):
+                return self._count(held["a"], held["b"], self.group, options, levels)
+            return finish(count(self.options), self.options, count)[0]
         return self._compute_binned(session)
 
     def _prepare(self, session, held):
