@@ -641,9 +641,10 @@ static int gap_known(const roc_genuine_levels *genuine, const roc_exact_counts *
                      const roc_gap_keys *probed, int64_t n_probed, int64_t p, uint32_t **keys,
                      uint64_t **pairs, int64_t *n, uint32_t *through)
 {
-    int64_t n_list = 0, total = 0;
-    *through = counts->n_low ? list_head(genuine, counts, p, &n_list) : counts->gap_min[p] - 1;
-    total = n_list;
+    int64_t n_list = 0;
+    if (counts->n_low)
+        list_head(genuine, counts, p, &n_list);
+    int64_t total = n_list;
     for (int64_t r = 0; r < n_probed; r++)
         if (probed[r].gap == p)
             total += probed[r].n;
@@ -662,8 +663,8 @@ static int gap_known(const roc_genuine_levels *genuine, const roc_exact_counts *
         memcpy(*keys + *n, probed[r].keys, (size_t)probed[r].n * sizeof **keys);
         memcpy(*pairs + *n, probed[r].counts, (size_t)probed[r].n * sizeof **pairs);
         *n += probed[r].n;
-        *through = probed[r].through;
     }
+    *through = roc_gap_known_through(genuine, counts, probed, n_probed, p);
     return EXT_OK;
 }
 

@@ -517,6 +517,9 @@ def test_nearest_mean_inside_a_run_of_impostors(tie):
         report = roc.evaluate_pairs(y_true, y_score, eer_rule="nearest_mean", mode=mode)
         assert report.eer == reference and not report._eer_undecided
         assert report.eer_threshold == y_score[2 + nearest - 1]
+        assert report.passes == (2 if mode == "exact" else 1)
+        assert ("2 passes over the pairs: where exact mode's corners cannot decide "
+                "nearest_mean's EER" in report.table()) == (mode == "exact")
 
 
 def test_binned_mode_takes_the_rules_on_its_own_curve(rng):

@@ -75,8 +75,9 @@ class RocReport:
     n_nan                  pairs with a NaN score, excluded
     counts                 the raw counts (dict of NumPy arrays; see counts_doc)
     mode, far_rule, pairs, device_bytes_peak
-    passes                 passes over the pairs: 1, more where nearest_sklearn in
-                           exact mode probed the scores that decide a row
+    passes                 passes over the pairs: 1, more where exact mode's corners
+                           could not decide nearest_sklearn's rows (probing passes)
+                           or nearest_mean's EER (a pass in curve mode)
     communication          with a group: bytes this rank sent in the collectives of
                            the levels and counts, their wall time and the world
                            size; None for one process
@@ -118,6 +119,13 @@ class RocReport:
                          % (self.max_fpr, self.partial_auc))
         lines.append("%d genuine pairs, %d impostor pairs, %d NaN scores excluded"
                      % (self.n_genuine, self.n_impostor, self.n_nan))
+        if self.passes > 1:
+            rules = [what for rule, what in (
+                (self.far_rule == "nearest_sklearn", "nearest_sklearn's rows"),
+                (self.eer_rule == "nearest_mean", "nearest_mean's EER")) if rule]
+            lines.append("%d passes over the pairs: where exact mode's corners cannot decide "
+                         "%s, further passes count the tied impostor scores that do"
+                         % (self.passes, " and ".join(rules)))
         return "\n".join(lines)
 
     def to_dict(self, curve=False):
