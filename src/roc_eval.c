@@ -206,9 +206,10 @@ static int64_t low_keys_kept(const roc_eval *ev)
 {
     if (ev->config.mode != ROC_MODE_EXACT || ev->config.low_keys <= 0 || !ev->cpu)
         return 0;
-    const int64_t fit = LOW_KEYS_BYTES / (2 * (int64_t)sizeof(uint32_t)) /
-                        (ev->genuine.n_levels + 1);
-    return ev->config.low_keys < fit ? ev->config.low_keys : fit > 4 ? fit : 4;
+    int64_t fit = LOW_KEYS_BYTES / (2 * (int64_t)sizeof(uint32_t)) / (ev->genuine.n_levels + 1);
+    if (fit < 4)
+        fit = 4;
+    return ev->config.low_keys < fit ? ev->config.low_keys : fit;
 }
 
 /* Counting against ev->genuine from now on: its index, the host counters and
