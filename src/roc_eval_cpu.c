@@ -438,14 +438,7 @@ static void list_add(roc_exact_counts *e, unsigned char *locks, int64_t p, uint3
     unsigned char *lock = locks + p % LOW_LOCKS;
     while (__atomic_test_and_set(lock, __ATOMIC_ACQUIRE))
         ;
-    int64_t lo = 0, hi = K; /* the first listed key >= key (ROC_LOW_NONE pads the end) */
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const int64_t lo = roc_first_key_at_least(keys, K, key); /* ROC_LOW_NONE pads the end */
     if (lo < K && keys[lo] != key) {
         memmove(keys + lo + 1, keys + lo, (size_t)(K - 1 - lo) * sizeof *keys);
         memmove(counts + lo + 1, counts + lo, (size_t)(K - 1 - lo) * sizeof *counts);

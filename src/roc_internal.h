@@ -60,6 +60,20 @@ typedef struct {
 
 #define ROC_LOW_NONE UINT32_MAX /* a NaN's key: never a score's */
 
+/* The first of n ascending keys at or above `key`, else n. */
+static inline int64_t roc_first_key_at_least(const uint32_t *keys, int64_t n, uint32_t key)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Exact mode, nearest_sklearn: what a probing pass found of one gap (roc.h's
  * roc_eval_set_gap_keys): every key from `from` through `through` with a pair,
  * ascending, and its pairs. */
@@ -203,7 +217,7 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
                         roc_summary *out);
 /* Exact mode, nearest_sklearn: through which key gap p's keys are known, from
  * its lowest, by the pass's list and `probed` (n_probed records, in the order
- * given); `end` is the key that ends the gap (excluded). */
+ * given). */
 uint32_t roc_gap_known_through(const roc_genuine_levels *genuine,
                                const roc_exact_counts *counts, const roc_gap_keys *probed,
                                int64_t n_probed, int64_t p);

@@ -253,20 +253,6 @@ static int64_t first_reaching(const double *x, int64_t lo, int64_t hi, double v,
     return lo;
 }
 
-/* The first of n ascending keys >= key, else n. */
-static int64_t first_reaching_key(const uint32_t *keys, int64_t n, uint32_t key)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The point of the curve nearest `far` (|fpr - far| in float64, as
  * InsightFace computes it); of equally near ones the first, or with `last`
  * the last. */
@@ -744,7 +730,7 @@ static int nearest_sklearn_rows(const roc_genuine_levels *genuine, const roc_exa
         /* b is a gap's lowest score where that key opens a gap; else b is the
          * top score after (0, 0), with no inner point between */
         const uint32_t key = roc_score_key((float)s->thresholds[b]);
-        const int64_t p = first_reaching_key(genuine->keys, genuine->n_levels, key);
+        const int64_t p = roc_first_key_at_least(genuine->keys, genuine->n_levels, key);
         if (counts->gap[p] < 2 || counts->gap_min[p] != key ||
             (p == genuine->n_levels && key == counts->top_key))
             continue; /* no inner point: one pair, or one score */
