@@ -43,7 +43,10 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *                         the caller may reduce them in place across processes)
  *   roc_eval_summarize    the curve, AUC, EER and TAR@FAR from the host counts
  *                         (roc_summary_options: the rules of the EER and TAR@FAR,
- *                         a partial AUC)
+ *                         a partial AUC, every point of the curve)
+ *   roc_eval_set_gap_keys exact mode, nearest_sklearn: what a further pass over
+ *                         the same pairs found of the rows a summary left pending
+ *                         (roc_summary.far_pending_gap), for the next summary
  *
  * Labels come as integers: labels_q (Q,) and labels_g (G,), both int32 or both
  * int64, any values; pair (i, j) is genuine when labels_q[i] == labels_g[j].
@@ -61,7 +64,8 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *
  * Modes:
  *   ROC_MODE_EXACT   one pass, memory O(genuine pairs): the exact curve at all
- *                    of its corners, exact AUC, EER and TAR@FAR
+ *                    of its corners, exact AUC, EER and TAR@FAR (nearest_sklearn
+ *                    may leave rows to further passes: roc_eval_set_gap_keys)
  *   ROC_MODE_BINNED  one pass: numpy.histogram's uniform bins over [lo, hi]
  *   ROC_MODE_CURVE   scikit-learn's roc_curve point for point: counts every
  *                    distinct score, memory O(distinct scores)
@@ -227,8 +231,9 @@ int roc_eval_counts(roc_eval *eval, roc_counts_view *out /* OUT */);
 int roc_eval_set_keys(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
                       int64_t n_keys);
 /*
- * Exact mode, nearest_sklearn: the distinct scores of gap `gap` (keys `from`
- * through `through`, both in the gap) with the pairs on each, ascending, every
+ * Exact mode, nearest_sklearn: the distinct scores of gap `gap` (the scores
+ * strictly between genuine levels gap - 1 and gap, as roc_counts_view's gap[];
+ * here keys `from` through `through`) with the pairs on each, ascending, every
  * score of that range with a pair listed; `from` is the row's
  * far_pending_from, so that what is known of the gap grows in order from its
  * lowest score. Found by an exact pass over the same pairs whose levels probe
