@@ -6,6 +6,9 @@ one's peak is not another's.
     python3 dev/far_rule_cost.py [--n 10000] [--dim 256] [--ids 1000] [--noise 1.6]
                                  [--rules max_tpr nearest_sklearn] [--repeat 3]
                                  [--checkout DIR]     # another checkout's _ext (a baseline)
+                                 [--low-keys K]       # nearest_sklearn's CPU lists: K keys a
+                                                      # gap (0: none, every undecided row
+                                                      # probed, as on the GPU)
 
 Prints, per rule: the best wall time of the repeats and the best CPU time
 (user + system, every thread: on a shared machine whose cores are also taken
@@ -44,6 +47,9 @@ def cpu_seconds():
 def child(args):
     sys.path.insert(0, args.checkout)
     from _ext import roc
+    if args.low_keys is not None:
+        from _ext.roc import _evaluate
+        _evaluate.LOW_KEYS = args.low_keys
     labels, feat = features(args.n, args.dim, args.ids, args.noise)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     times, cpu_times = [], []
@@ -69,18 +75,21 @@ def main():
     parser.add_argument("--rules", nargs="+", default=["max_tpr", "nearest_sklearn"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--checkout", default=HERE)
+    parser.add_argument("--low-keys", type=int)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
-    print("%s, %d x %d features, %d ids, noise %g, same_set" % (
-        os.path.abspath(args.checkout), args.n, args.dim, args.ids, args.noise))
+    print("%s, %d x %d features, %d ids, noise %g, same_set%s" % (
+        os.path.abspath(args.checkout), args.n, args.dim, args.ids, args.noise,
+        "" if args.low_keys is None else ", low_keys %d" % args.low_keys))
     print("%-16s %12s %8s %8s %14s %12s %7s" % ("rule", "pairs", "wall s", "CPU s",
                                                  "peak RSS MiB", "before MiB", "passes"))
     for rule in args.rules:
         command = [sys.executable, os.path.abspath(__file__), "--child", rule] + [
             "--%s=%s" % (k, getattr(args, k)) for k in ("n", "dim", "ids", "noise", "repeat",
-                                                        "checkout")]
+                                                        "checkout")] + (
+            [] if args.low_keys is None else ["--low-keys=%d" % args.low_keys])
         out = json.loads(subprocess.run(command, check=True, capture_output=True,
                                         text=True).stdout)
         print("%-16s %12d %8.2f %8.2f %14.0f %12.0f %7s   TAR %s" % (
