@@ -348,10 +348,27 @@ def test_set_gap_keys_refuses_what_does_not_continue_the_gap():
     for gap, first, through, keys, pairs, message in bad:
         with pytest.raises(ValueError, match="^evaluate_pairs: set_gap_keys.*" + message):
             evaluation.set_gap_keys(gap, first, through, keys, pairs)
+    lib, ffi = _evaluate.lib, _evaluate.ffi
+    with pytest.raises(ValueError, match="^evaluate_pairs: set_gap_keys needs n >= 0 keys"):
+        evaluation.check(lib.roc_eval_set_gap_keys(evaluation.handle, 1, low, low + 5, ffi.NULL,
+                                                   ffi.NULL, 2))
     # a probe that contradicts the counts (one pair where the pass saw one at 0.5)
     evaluation.set_gap_keys(1, low, end - 1, [low], [1])
     with pytest.raises(ValueError, match="^evaluate_pairs: the scores known of gap 1 disagree"):
         evaluation.summarize((0.5,), "nearest_sklearn")
+
+
+def test_the_c_calls_refuse_other_modes_and_negative_lists():
+    genuine, score = np.array([True, False, False]), np.array([0.5, 0.1, 0.2], np.float32)
+    options = _evaluate.Options("roc_curve", mode="curve", fars=(), modes=("curve",))
+    curve = _evaluate.pair_list("roc_curve", options, genuine, score, None, None, None, None,
+                                None, None)[0]
+    with pytest.raises(ValueError, match="^roc_curve: set_gap_keys is for the exact mode"):
+        curve.set_gap_keys(0, 0, 0, [], [])
+    config = _evaluate._config("evaluate_pairs", "exact", low_keys=-1)
+    with pytest.raises(ValueError, match="^evaluate_pairs: low_keys must be >= 0, got -1"):
+        _evaluate._ffi.check(_evaluate.ffi, _evaluate.lib, _evaluate.lib.roc_eval_create_counts(
+            _evaluate.ffi.new("roc_eval **"), config))
 
 
 def test_every_point_is_a_curve_mode_summary_without_targets():
