@@ -15,9 +15,8 @@ import numpy as np
 from .. import _ffi
 from . import _distributed
 from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, boolean,
-                      choice,
-                      comparable_labels, far_targets, float32_scores, genuine_flags, host_labels,
-                      parse_device, partial_auc_bound, positive_int, progress_callback,
+                      choice, comparable_labels, far_targets, float32_scores, genuine_flags,
+                      host_labels, parse_device, partial_auc_bound, positive_int, progress_callback,
                       require_array, require_default_classes, require_score_dtype, same_set_code,
                       to_device)
 from ._report import curve_arrays, report_from_summary
