@@ -1,4 +1,4 @@
-"""A/B of evaluate() from features between builds, on bench_roc.py's workloads.
+"""A/B of evaluate() between builds, on bench_roc.py's workloads (features, score matrices, pair lists).
 
     python3 dev/ab_eval.py ROOT_A ROOT_B [--rounds 2] [--only NAME,...]
 
@@ -21,6 +21,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name: (bench_roc.py workload's inputs, their sizes, mode, calls timed)
 WORKLOADS = {
+    "blog matrix exact": ("matrix", (10_000, 21_000), "exact", 20),
+    "blog matrix binned": ("matrix", (10_000, 21_000), "binned", 20),
+    "ijb flat exact": ("ijb_flat", (), "exact", 20),
+    "ijb templates exact": ("ijb_templates", (), "exact", 10),
+    "4e9 flat exact": ("flat", (4_000_000_000,), "exact", 1),
     "blog exact": ("embeddings", (10_000, 21_000), "exact", 20),
     "blog binned": ("embeddings", (10_000, 21_000), "binned", 20),
     "1e10 exact": ("embeddings", (50_000, 200_000), "exact", 4),
@@ -48,7 +53,7 @@ def measure(root, names):
     root then goes before this checkout on sys.path for _ext)."""
     import torch
     sys.path.insert(0, os.path.dirname(HERE))
-    from benchmarks.roc_inputs import embeddings, scale_embeddings
+    from benchmarks.roc_inputs import embeddings, flat_pairs, ijb_like, scale_embeddings
     sys.path.insert(0, os.path.abspath(root))
     from _ext import roc
     assert os.path.abspath(roc.__file__).startswith(os.path.abspath(root) + os.sep)
@@ -60,16 +65,37 @@ def measure(root, names):
         if (kind, size) not in data:
             data.clear()
             torch.cuda.empty_cache()
-            if kind == "embeddings":
+            if kind in ("embeddings", "matrix"):
                 data[kind, size] = embeddings(*size, 512, seed=2)
+                if kind == "matrix":
+                    labels_q, feat_q, labels_g, feat_g = data[kind, size]
+                    data[kind, size] = labels_q, feat_q @ feat_g.T, labels_g
+            elif kind.startswith("ijb"):
+                feat, index_a, index_b, genuine = ijb_like()
+                data[kind, size] = (genuine, feat, index_a, index_b,
+                                    (feat[index_a] * feat[index_b]).sum(1))
+            elif kind == "flat":
+                data[kind, size] = flat_pairs(*size)
             elif kind == "same_set":
                 data[kind, size] = embeddings(size[0], 0, 512, seed=3, same_set=True,
                                               per_id=size[1])
             else:
                 data[kind, size] = scale_embeddings(*size, 512, kind == "scale_hard", seed=4)
-        labels_q, feat_q, labels_g, feat_g = data[kind, size]
+        inputs = data[kind, size]
 
         def call():
+            if kind == "matrix":
+                labels_q, score, labels_g = inputs
+                return roc.evaluate(labels_q, labels_g, score=score, mode=mode)
+            if kind == "ijb_flat":
+                return roc.evaluate_pairs(inputs[0], inputs[4])
+            if kind == "ijb_templates":
+                genuine, feat, index_a, index_b, _ = inputs
+                return roc.evaluate_pairs(genuine, feat_a=feat, feat_b=feat, index_a=index_a,
+                                          index_b=index_b)
+            if kind == "flat":
+                return roc.evaluate_pairs(*inputs)
+            labels_q, feat_q, labels_g, feat_g = inputs
             return roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode=mode,
                                 same_set=kind == "same_set")
         report = call()

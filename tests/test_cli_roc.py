@@ -74,6 +74,40 @@ def test_far_targets(in_tmp, rng, capsys, far, expected):
     assert summary["options"]["fars"] == expected
 
 
+def test_eer_rule_and_max_fpr(in_tmp, rng, capsys):
+    """--eer-rule and --max-fpr reach the report: the JSON's EER and partial
+    AUC are roc.evaluate's with the same options, and the partial AUC
+    scikit-learn's roc_auc_score(max_fpr=)."""
+    query, labels_q, gallery, labels_g = write_sets(in_tmp, rng)
+    status, out, err = call(roc_tool.main, ["query.npz", "gallery.npz", "--json", "r.json",
+                                            "--eer-rule", "nearest_mean", "--max-fpr", "0.25"],
+                            capsys)
+    assert status == 0, err
+    summary = strict_json("r.json")
+    want = roc.evaluate(labels_q, labels_g, feat_q=query, feat_g=gallery,
+                        eer_rule="nearest_mean", max_fpr=0.25)
+    assert (summary["eer"], summary["eer_rule"]) == (want.eer, "nearest_mean")
+    assert (summary["partial_auc"], summary["max_fpr"]) == (want.partial_auc, 0.25)
+    y_true = (labels_q[:, None] == labels_g[None, :]).ravel()
+    score = (unit(query.astype(np.float64)) @ unit(gallery.astype(np.float64)).T).ravel()
+    assert summary["partial_auc"] == pytest.approx(roc_auc_score(y_true, score, max_fpr=0.25),
+                                                   abs=1e-6)
+    assert summary["options"]["eer_rule"] == "nearest_mean"
+    assert summary["options"]["max_fpr"] == 0.25
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-fpr", "0"], "a max FPR lies in (0, 1]"),
+    (["--max-fpr", "1.5"], "a max FPR lies in (0, 1]"),
+    (["--max-fpr", "x"], "not a number"),
+    (["--eer-rule", "mean"], "invalid choice"),
+])
+def test_bad_eer_rule_or_max_fpr_is_refused(in_tmp, rng, capsys, argv, message):
+    write_sets(in_tmp, rng)
+    status, out, err = call(roc_tool.main, ["query.npz", "gallery.npz", *argv], capsys)
+    assert status == 2 and message in err
+
+
 @pytest.mark.parametrize("gallery,how", [("query.npz", "the same file"),
                                          ("copy.npz", "equal features and labels")])
 def test_one_set_as_query_and_gallery_is_warned(in_tmp, rng, capsys, gallery, how):

@@ -251,6 +251,45 @@ def test_default_pos_label_rule_covers_every_batch(rng):
 # ---------------------------------------------------------------------------
 # GPU twins (GPU machine)
 
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_eer_rule_and_max_fpr_as_evaluate_takes_them(rng, mode):
+    """The accumulator's eer_rule and max_fpr give evaluate()'s EER and partial
+    AUC on the batches at once; bad values are refused at construction."""
+    labels_g, feat_g, feat_q = gallery(rng)
+    labels_q = torch.tensor([5, 7, 2 ** 24, 5, 2 ** 24 + 1])
+    acc = roc.RocAccumulator(labels_g, feat_g, mode=mode, eer_rule="nearest_mean", max_fpr=0.5)
+    acc.update(labels_q[:2], feat_q[:2])
+    acc.update(labels_q[2:], feat_q[2:])
+    got = acc.compute()
+    want = roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, mode=mode,
+                        eer_rule="nearest_mean", max_fpr=0.5)
+    same_report(got, want)
+    assert (got.eer_rule, got.max_fpr, got.partial_auc) == ("nearest_mean", 0.5, want.partial_auc)
+    with pytest.raises(ValueError, match="^RocAccumulator: .*max_fpr"):
+        roc.RocAccumulator(labels_g, feat_g, max_fpr=0.0)
+    with pytest.raises(ValueError, match="^RocAccumulator: .*eer_rule"):
+        roc.RocAccumulator(labels_g, feat_g, eer_rule="mean")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rules_exact_corners_cannot_decide_equal_evaluate_pairs(seed):
+    """Tied scores: nearest_sklearn's TAR@FAR and nearest_mean's EER can lie
+    inside a run of tied impostors, which exact mode's corners do not see;
+    the accumulator decides them as evaluate_pairs() does (it took the
+    corners' answer before)."""
+    rng = np.random.default_rng(seed)
+    genuine = rng.random(400) < 0.3
+    score = np.round(rng.normal(size=400) + genuine, 1).astype(np.float32)
+    options = dict(far_rule="nearest_sklearn", eer_rule="nearest_mean", fars=(0.01, 0.1, 0.3))
+    acc = roc.RocAccumulator(**options)
+    for part in np.array_split(np.arange(400), 3):
+        acc.update(genuine[part], score[part])
+    got, want = acc.compute(), roc.evaluate_pairs(genuine, score, **options)
+    same_report(got, want)
+    assert [(r.far, r.tar, r.threshold) for r in got.tar_at_far] == \
+        [(r.far, r.tar, r.threshold) for r in want.tar_at_far]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["exact", "binned"])
 def test_gpu_stream_of_mixed_kinds_equals_cpu(rng, mode):

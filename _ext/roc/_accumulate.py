@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _ffi
 from . import _distributed
-from ._evaluate import Options, all_pairs, counts_only, finish, pair_list
+from ._evaluate import Options, all_pairs, counts_only, eer_in_curve_mode, finish, pair_list
 from ._inputs import (DEFAULT_FARS, as_torch, cast_exactly, float32_scores, from_dlpack,
                       genuine_flags, label_array, parse_device, require_array, require_float32,
                       require_score_dtype)
@@ -71,16 +71,18 @@ class RocAccumulator:
 
     compute() returns the RocReport that evaluate() (or evaluate_pairs()) gives
     on all the batches at once; options as there (mode, bins, range, fars,
-    far_rule, device, similarity). With group=, every rank streams its own
+    far_rule, eer_rule, max_fpr, device, similarity). With group=, every rank streams its own
     batches and compute() reduces across the ranks (collective: every rank
     calls it). reset() forgets the batches.
     """
 
     def __init__(self, labels_g=None, feat_g=None, *, mode="exact", bins=1024,
-                 range=(-1.0, 1.0), fars=DEFAULT_FARS, far_rule="max_tpr", device=None,
-                 similarity="cosine", group=None):
+                 range=(-1.0, 1.0), fars=DEFAULT_FARS, far_rule="max_tpr",
+                 eer_rule="crossing", max_fpr=None, device=None, similarity="cosine",
+                 group=None):
         self.options = Options(FN, mode=mode, bins=bins, range=range, fars=fars,
-                               far_rule=far_rule, similarity=similarity)
+                               far_rule=far_rule, similarity=similarity, eer_rule=eer_rule,
+                               max_fpr=max_fpr)
         if (labels_g is None) != (feat_g is None):
             raise ValueError("%s: give labels_g and feat_g (a gallery), or neither (pairs)" % FN)
         self.gallery = None
@@ -188,7 +190,8 @@ class RocAccumulator:
         if self.options.mode == "exact":
             def count(options, levels=None):
                 return self._count(held["a"], held["b"], self.group, options, levels)
-            return finish(count(self.options), self.options, count)[0]
+            return eer_in_curve_mode(finish(count(self.options), self.options, count)[0],
+                                     self.options, count)
         return self._compute_binned(session)
 
     def _prepare(self, session, held):

@@ -33,9 +33,9 @@ PAIRS_NAMES = {0: "all", 1: "unordered", 2: "ordered"}
 
 # units (rows, or pairs of a list) per step: the curve mode holds a key per
 # pair of a step (4 bytes) plus CUB's sort buffers; the others hold nothing per
-# pair. The GPU's feature pass prepares a gallery of more than one chunk (512
-# MiB, k-major) again at every step: 2^34 pairs a step keep that near 1% of
-# the tile products (2.6M x 512 floats: ~4 ms against ~350 ms).
+# pair. The GPU's feature pass prepares a gallery of more than one chunk
+# (roc_eval_plan.cuh's kGalleryChunkBytes, k-major) again at every step: 2^34
+# pairs a step keep that near 1% of the tile products (dev/NOTES.md, operands).
 DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cuda", "features"): 1 << 34,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24,
@@ -613,10 +613,10 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
     def count(options, levels=None):
         return all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
                          same_set, device, group, levels)
-    return _eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
+    return eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
 
 
-def _eer_in_curve_mode(report, options, count):
+def eer_in_curve_mode(report, options, count):
     """The report, with nearest_mean's EER taken from scikit-learn's whole curve
     (a further pass, in curve mode; count(options) counts the same pairs) where
     the point nearest FPR = FNR may lie inside a run of impostors whose ties
@@ -688,7 +688,7 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
     def count(options, levels=None):
         return pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b, index_a,
                          index_b, device, group, pos_label, levels)
-    return _eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
+    return eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,

@@ -70,6 +70,17 @@ def positive(kind):
     return parse
 
 
+def max_fpr_value(text):
+    """argparse's type of --max-fpr: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError("a max FPR lies in (0, 1], got %r" % text)
+    return value
+
+
 def finite(text):
     try:
         value = float(text)
@@ -149,6 +160,13 @@ def make_parser():
                           help="how TAR@FAR picks its curve point (default max_tpr: the "
                                "largest TPR with FPR <= FAR; nearest_sklearn: InsightFace's "
                                "IJB rule on scikit-learn's curve)")
+    counting.add_argument("--eer-rule", choices=("crossing", "nearest_mean"), default="crossing",
+                          help="the EER: crossing (default), where the curve's polyline meets "
+                               "FPR = FNR; nearest_mean: torchmetrics' mean of FPR and FNR at "
+                               "the point where they are nearest")
+    counting.add_argument("--max-fpr", type=max_fpr_value, metavar="FPR",
+                          help="also report the partial AUC over FPR in [0, FPR], "
+                               "McClish-standardized as roc_auc_score(max_fpr=)")
     counting.add_argument("--similarity", choices=("cosine", "dot"), default="cosine",
                           help="a pair's score: cosine similarity of its features (default), "
                                "or their dot product")
@@ -534,7 +552,7 @@ def options_record(args):
     """The options that shape the report, for the JSON."""
     return {"same_set": args.same_set or False, "mode": args.mode, "bins": args.bins,
             "range": list(args.range), "fars": list(args.far), "far_rule": args.far_rule,
-            "similarity": args.similarity, "chunk": args.chunk, "strict": args.strict,
+            "eer_rule": args.eer_rule, "max_fpr": args.max_fpr, "similarity": args.similarity, "chunk": args.chunk, "strict": args.strict,
             "flip": args.flip, "face_scores": args.face_scores is not None}
 
 
@@ -618,7 +636,8 @@ def run(args, processes):
             args.mode))
     progress = Progress(args.progress if lead else "never", PROG)
     options = dict(mode=args.mode, bins=args.bins, range=tuple(args.range), fars=tuple(args.far),
-                   far_rule=args.far_rule, device=device, chunk=args.chunk,
+                   far_rule=args.far_rule, eer_rule=args.eer_rule, max_fpr=args.max_fpr,
+                   device=device, chunk=args.chunk,
                    similarity=args.similarity, progress=progress)
     counting_warnings = []
     try:

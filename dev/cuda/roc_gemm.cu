@@ -97,6 +97,8 @@
 #include "cuda/roc_gemm.cuh"
 #include "roc_math.h"
 
+#include "harness.cuh"
+
 #if __has_include(<cutlass/gemm/threadblock/default_mma.h>)
 #include <cutlass/gemm/threadblock/default_mma.h>
 #define HAVE_CUTLASS 1
@@ -104,14 +106,6 @@
 #define HAVE_CUTLASS 0 /* no CUTLASS headers: versions 1 to 9 */
 #endif
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        cudaError_t err_ = (call);                                                        \
-        if (err_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 constexpr int kVersions = 15;
 

@@ -54,14 +54,8 @@
 #include "ext_tensor.h"
 #include "roc_math.h"
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != cudaSuccess) {                                                     \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "harness.cuh"
+
 
 constexpr int kBins = 1024;
 

@@ -1,10 +1,11 @@
 /*
  * roc_eval_count.cu: the direct counts. A pass over the score matrix (warps
  * over row segments), over a chunk of stored tiles of the feature pass, or
- * over a list's pairs hands every pair to a count policy (roc_count.cuh);
- * the keys the exact count sets aside are counted after (count_aside_kernel);
- * the blocks' top keys are merged at the end. Also the exact counters and the
- * level index on the device (set_levels).
+ * over a list's pairs hands every pair to a count policy (roc_count.cuh: the
+ * kernels are templates over it, and know none); the keys AsideCount sets
+ * aside are counted after (count_aside_kernel); the blocks' top keys are
+ * merged at the end. Also pair_scores' epilogue (StoreScores), the exact
+ * counters and the level index on the device (set_levels).
  */
 #include <stdint.h>
 
@@ -25,12 +26,12 @@ namespace {
 /* Warps take work items (row, segment of kSegment columns) of the score
  * matrix; lanes read 16-byte vectors of consecutive columns, after peeling
  * the columns before the segment's first 16-byte boundary. */
-template <int kMode>
+template <class Count>
 __global__ void __launch_bounds__(kThreads)
     score_pass_kernel(const float *__restrict__ score, const PassParams p)
 {
     extern __shared__ uint32_t shared[];
-    Counter<kMode> counter(p, shared);
+    Count counter(p, shared);
     counter.begin_block();
     const int lane = threadIdx.x % 32;
     const bool ordered = p.same_set == ROC_SAME_SET_ORDERED;
@@ -69,17 +70,17 @@ __global__ void __launch_bounds__(kThreads)
 
 /* The chunk's tiles counted (see tile_kernel), a half tile at a time: a
  * thread's kHalfLoads 16-byte loads of it in flight together, then, in a
- * whole tile, Counter::count_whole over them all, then the quads it left
- * (all of them elsewhere), four pairs of a row each. Persistent blocks. The
- * partition kernel below counts kPartitioned's. */
-template <int kMode>
+ * whole tile, the policy's count_whole over them all, then the quads it left
+ * (all of them elsewhere), four pairs of a row each. Persistent blocks.
+ * PartitionKeys' tiles go through roc_partition.cu's partition kernel. */
+template <class Count>
 __global__ void __launch_bounds__(kThreads)
     count_tiles_kernel(const Operands op, const PassParams p, const float *__restrict__ chunk)
 {
     constexpr int kHalfLoads = kHalfTilePairs / 4 / kThreads;
     static_assert(kHalfLoads * 4 * kThreads == kHalfTilePairs, "whole half tiles");
     extern __shared__ uint32_t counters[];
-    Counter<kMode> counter(p, counters);
+    Count counter(p, counters);
     counter.begin_block();
     for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         const bool whole = whole_tile(op, p, m0, n0);
@@ -92,9 +93,9 @@ __global__ void __launch_bounds__(kThreads)
                 v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
             const uint32_t done = whole ? counter.count_whole(v) : 0u;
             /* the quads left, a loop not unrolled: this kernel is bound by
-             * fetching its instructions, and eight copies of the modes' paths
-             * made kAside's count 2x slower and binned's 1.3x (dev/NOTES.md,
-             * direct count, "The count of the stored tiles") */
+             * fetching its instructions, and eight copies of the policies'
+             * paths were slower still (dev/NOTES.md, direct count, "The
+             * count of the stored tiles") */
 #pragma unroll 1
             for (uint32_t left = ~done & ((1u << kHalfLoads) - 1); left; left &= left - 1) {
                 const int u = __ffs(left) - 1;
@@ -113,9 +114,35 @@ __global__ void __launch_bounds__(kThreads)
     counter.end_block();
 }
 
+/* pair_scores' epilogue over the stored tiles, which count_tiles_kernel runs
+ * as it runs a count policy: not a count, each pair's score written to its
+ * place in p.scores, a (rows, n_gallery) matrix. */
+class StoreScores {
+  public:
+    __device__ StoreScores(const PassParams &p, uint32_t *) : p_(p) {}
+    __device__ void begin_block() {}
+    template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&)[kN])
+    {
+        return 0;
+    }
+    template <int kN>
+    __device__ __forceinline__ void pairs(const int64_t (&row)[kN], const int64_t (&col)[kN],
+                                          const float (&s)[kN], const bool (&use)[kN])
+    {
+#pragma unroll
+        for (int u = 0; u < kN; u++)
+            if (use[u])
+                p_.scores[row[u] * p_.n_gallery + col[u]] = s[u];
+    }
+    __device__ void end_block() {}
+
+  private:
+    const PassParams &p_;
+};
+
 /* Merges the blocks' top keys into the running (key, count): one warp, each
  * lane a stride of the blocks, then the lanes (one thread walking a thousand
- * blocks took 35 us, H100). */
+ * blocks was slow enough to see: dev/NOTES.md, direct count). */
 __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long long *block_count,
                                  int n_blocks, uint32_t *top_key, unsigned long long *top_count)
 {
@@ -136,70 +163,21 @@ __global__ void merge_top_kernel(const uint32_t *block_key, const unsigned long 
     }
 }
 
-/* count_aside_kernel counts the keys of the lowest gaps in shared memory: the
- * keys above the lowest level crowd them (the impostors' tail). */
-constexpr int kAsideGaps = 1024;
-
-/* The keys the feature pass set aside (roc_count.cuh's set_aside) into the
- * global counters: a block a warp's segment, its lowest gaps counted in
- * shared memory first. Launched where the segments are due (launch_pass:
- * the segments keep their keys from launch to launch until then). A warp a
- * segment after every launch, 32 keys at a time, took 23 us a launch at
- * 1e10 (H100), each warp's chain of reads 57 keys long. */
+/* The keys AsideCount set aside, into the global counters (AsideCount::drain),
+ * a block a warp's segment. Launched where the segments are due (launch_pass:
+ * the segments keep their keys from launch to launch until then). */
 __global__ void __launch_bounds__(kThreads) count_aside_kernel(const PassParams p)
 {
-    __shared__ uint32_t gap_count[kAsideGaps], gap_low[kAsideGaps];
-    const uint32_t n = p.aside_used[blockIdx.x];
-    if (n == 0)
-        return; /* the whole block */
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x) {
-        gap_count[g] = 0;
-        gap_low[g] = 0xffffffffu;
-    }
-    __syncthreads();
-    const uint32_t highest = __ldg(p.levels + p.n_levels - 1);
-    const uint32_t *keys = p.aside_keys + size_t(blockIdx.x) * p.aside_segment;
-    const int lane = threadIdx.x % 32;
-    /* every lane takes every round, so that the warp's match is whole */
-    for (uint32_t t = threadIdx.x; t < (n + blockDim.x - 1) / blockDim.x * blockDim.x;
-         t += blockDim.x) {
-        const bool live = t < n;
-        const uint32_t key = live ? keys[t] : 0u;
-        int at = 0;
-        int64_t g = -1;
-        if (live)
-            g = key > highest ? p.n_levels
-                              : roc_find_level(p.levels, p.lut, p.lut_base, p.lut_shift, key, &at);
-        const unsigned peers = __match_any_sync(0xffffffffu, 2 * g + at);
-#if __CUDA_ARCH__ >= 800
-        const uint32_t lowest = __reduce_min_sync(peers, key);
-#else /* no warp reduction before sm_80: each lane's key its own atomicMin */
-        if (live && !at)
-            atomicMin(g < kAsideGaps ? &gap_low[g] : &p.gap_min[g], key);
-        const uint32_t lowest = key;
-#endif
-        if (!live || lane != __ffs(peers) - 1)
-            continue;
-        if (!at && g < kAsideGaps)
-            count_gap(gap_count, gap_low, g, uint32_t(__popc(peers)), lowest);
-        else
-            count_exact(p.at, p.gap, p.gap_min, g, at, (unsigned long long)__popc(peers), lowest);
-    }
-    __syncthreads();
-    for (int g = threadIdx.x; g < kAsideGaps; g += blockDim.x)
-        if (gap_count[g])
-            count_gap(p.gap, p.gap_min, g, (unsigned long long)gap_count[g], gap_low[g]);
-    if (threadIdx.x == 0)
-        p.aside_used[blockIdx.x] = 0;
+    AsideCount::drain(p);
 }
 
 /* Counts pairs [begin, begin + p.n_gallery) of a list scored from features. */
-template <int kMode>
+template <class Count>
 __global__ void __launch_bounds__(kThreads)
     list_pass_kernel(const PairList list, int64_t begin, const PassParams p)
 {
     extern __shared__ uint32_t shared[];
-    Counter<kMode> counter(p, shared);
+    Count counter(p, shared);
     counter.begin_block();
     for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < p.n_gallery;
          t += int64_t(gridDim.x) * blockDim.x)
@@ -264,19 +242,19 @@ cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks)
 }
 
 /* The stored tiles [q.tile_begin, q.tile_end) of `chunk` counted
- * (count_tiles_kernel<kMode>, `blocks` blocks with `shared` bytes of
- * counters; kPartitioned: partition_kernel, its blocks set_ranges'); kAside's
- * keys set aside then counted where `aside_due` (count_aside_kernel, a block
- * for each warp of `blocks`). */
-template <int kMode>
+ * (count_tiles_kernel<Count>, `blocks` blocks with `shared` bytes of
+ * counters; PartitionKeys: partition_kernel, its blocks set_ranges');
+ * AsideCount's keys set aside then counted where `aside_due`
+ * (count_aside_kernel, a block for each warp of `blocks`). */
+template <class Count>
 cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassParams &q,
-                         float *chunk, int blocks, size_t shared, bool aside_due = false)
+                         float *chunk, int blocks, size_t shared, bool aside_due)
 {
-    if constexpr (kMode == kPartitioned) {
+    if constexpr (Count::kPolicy == Policy::kPartitioned) {
         return launch_partition(stream, op, q, chunk, blocks);
     } else {
-        count_tiles_kernel<kMode><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
-        if (kMode == kAside && aside_due) {
+        count_tiles_kernel<Count><<<blocks, kThreads, shared, stream>>>(op, q, chunk);
+        if (Count::kPolicy == Policy::kAside && aside_due) {
             EXT_CUDA_TRY(cudaGetLastError());
             count_aside_kernel<<<blocks * (kThreads / 32), kThreads, 0, stream>>>(q);
         }
@@ -289,14 +267,15 @@ cudaError_t count_stored(cudaStream_t stream, const Operands &op, const PassPara
 cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassParams &q,
                          float *chunk, int blocks)
 {
-    return count_stored<kStore>(stream, op, q, chunk, blocks, 0);
+    count_tiles_kernel<StoreScores><<<blocks, kThreads, 0, stream>>>(op, q, chunk);
+    return cudaGetLastError();
 }
 
 /* Launches one pass with a persistent grid: over rows [p.row_begin,
  * p.row_end) of the score matrix or of the features' operands `op`, or over
  * pairs [begin, begin + p.n_gallery) of a list (one "row" of p.n_gallery
  * pairs). The blocks' top keys are merged once, after the last launch. */
-template <int kMode>
+template <class Count>
 cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_begin,
                         const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1)
 {
@@ -304,15 +283,16 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
     const bool features = ev->plan.source == Source::kFeatures;
     const bool listed = ev->plan.source == Source::kListFeatures;
     cudaStream_t stream = ev->arena.stream();
-    const size_t shared = counter_bytes(kMode, p);
+    const size_t shared = Count::shared_bytes(p);
     const int threads = kThreads;
-    /* kPartitioned: the partition kernel's (set_ranges); kAside: its tile kernel's, below */
+    /* PartitionKeys: the partition kernel's (set_ranges); else the count's, below */
     int blocks = ev->partition.view.n_blocks;
-    if constexpr (kMode != kPartitioned) {
-        const void *func = reinterpret_cast<const void *>(count_tiles_kernel<kMode>);
-        if (kMode != kAside && !features) /* kAside: from features only */
-            func = listed ? reinterpret_cast<const void *>(list_pass_kernel<kMode>)
-                          : reinterpret_cast<const void *>(score_pass_kernel<kMode>);
+    if constexpr (Count::kPolicy != Policy::kPartitioned) {
+        const void *func = reinterpret_cast<const void *>(count_tiles_kernel<Count>);
+        if constexpr (Count::kPolicy != Policy::kAside) /* AsideCount: from features only */
+            if (!features)
+                func = listed ? reinterpret_cast<const void *>(list_pass_kernel<Count>)
+                              : reinterpret_cast<const void *>(score_pass_kernel<Count>);
         /* set even below 48 KB: the kernels' static shared memory counts too */
         EXT_CUDA_TRY(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(shared)));
@@ -321,9 +301,7 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         blocks = std::min(ev->pass_blocks, ext_sm_count() * per_sm);
     }
     auto merge_top = [&]() {
-        if (kMode != kExact && kMode != kPartitioned && kMode != kAside)
-            return cudaSuccess;
-        return merge_block_tops(ev, blocks);
+        return Count::kTracksTop ? merge_block_tops(ev, blocks) : cudaSuccess;
     };
     if (features) {
         int64_t tiles_m, tiles_n;
@@ -331,14 +309,15 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
         /* chunks of tiles, each stored then counted (one stored ahead as it
          * is); partitioned, each drained after it */
         const int64_t step =
-            std::min(chunk_tiles(ev->plan.tuning, kMode, tiles), tiles - tile_from);
-        /* kAside: a segment for each warp of the count, counted (all of
+            std::min(chunk_tiles(ev->plan.tuning, tiles), tiles - tile_from);
+        /* AsideCount: a segment for each warp of the count, counted (all of
          * them, one launch of count_aside_kernel) once the probe's share of
-         * the pairs since the last time would fill a quarter of each; a
-         * launch of it after every launch of the count, most of its blocks
-         * with nothing due, took 1.6 ms of 233 at 1e10 (H100) */
+         * the pairs since the last time would fill a quarter of each, not
+         * after every launch of the count, when most of its blocks had
+         * nothing due (dev/NOTES.md, aside) */
         const size_t warps = size_t(blocks) * (kThreads / 32);
-        const uint32_t segment = kMode == kAside ? uint32_t(ev->aside.keys.size() / warps) : 0;
+        const uint32_t segment =
+            Count::kPolicy == Policy::kAside ? uint32_t(ev->aside.keys.size() / warps) : 0;
         double aside_fill = 0;
         PassParams q = p;
         for (q.tile_end = tile_from; q.tile_end < tiles;) {
@@ -354,42 +333,42 @@ cudaError_t launch_pass(roc_eval_cuda *ev, const PassParams &p, int64_t list_beg
             if (aside_due)
                 aside_fill = 0;
             EXT_CUDA_TRY(store_tiles(ev, *op, q));
-            EXT_CUDA_TRY(count_stored<kMode>(stream, *op, q, ev->tiles.chunk.get(), blocks, shared,
+            EXT_CUDA_TRY(count_stored<Count>(stream, *op, q, ev->tiles.chunk.get(), blocks, shared,
                                              aside_due));
-            if (kMode == kPartitioned)
+            if (Count::kPolicy == Policy::kPartitioned)
                 EXT_CUDA_TRY(drain_ranges(ev));
         }
         return merge_top();
     }
-    if constexpr (kMode != kPartitioned && kMode != kAside) {
+    if constexpr (Count::kPolicy != Policy::kPartitioned && Count::kPolicy != Policy::kAside) {
         if (listed)
-            list_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(ev->list.pairs,
+            list_pass_kernel<Count><<<blocks, threads, shared, stream>>>(ev->list.pairs,
                                                                          list_begin, p);
         else
-            score_pass_kernel<kMode><<<blocks, threads, shared, stream>>>(
+            score_pass_kernel<Count><<<blocks, threads, shared, stream>>>(
                 s.list ? s.score + list_begin : s.score, p);
         EXT_CUDA_TRY(cudaGetLastError());
     }
     return merge_top();
 }
 
-cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t list_begin,
+/* One pass of the plan's policy: the policy's name mapped to its functor. */
+cudaError_t run_pass(roc_eval_cuda *ev, Policy policy, const PassParams &p, int64_t list_begin,
                      const Operands *op, int64_t tile_from, int64_t tile_to)
 {
-    switch (mode) {
-    case kExact:
-        return launch_pass<kExact>(ev, p, list_begin, op, tile_from, tile_to);
-    case kBinned:
-        return launch_pass<kBinned>(ev, p, list_begin, op, tile_from, tile_to);
-    case kCurve:
-        return launch_pass<kCurve>(ev, p, list_begin, op, tile_from, tile_to);
-    case kPartitioned:
-        return launch_pass<kPartitioned>(ev, p, list_begin, op, tile_from, tile_to);
-    case kAside:
-        return launch_pass<kAside>(ev, p, list_begin, op, tile_from, tile_to);
-    default:
-        return cudaErrorInvalidValue;
+    switch (policy) {
+    case Policy::kExact:
+        return launch_pass<ExactCount>(ev, p, list_begin, op, tile_from, tile_to);
+    case Policy::kBinned:
+        return launch_pass<BinnedCount>(ev, p, list_begin, op, tile_from, tile_to);
+    case Policy::kCurve:
+        return launch_pass<CurveKeys>(ev, p, list_begin, op, tile_from, tile_to);
+    case Policy::kAside:
+        return launch_pass<AsideCount>(ev, p, list_begin, op, tile_from, tile_to);
+    case Policy::kPartitioned:
+        return launch_pass<PartitionKeys>(ev, p, list_begin, op, tile_from, tile_to);
     }
+    return cudaErrorInvalidValue;
 }
 
 /* Zeroed counters for `levels` (exact), or for the bins; the totals too; and
@@ -401,12 +380,12 @@ cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
 {
     cudaStream_t stream = ev->arena.stream();
     EXT_CUDA_TRY(cudaMemsetAsync(ev->totals.get(), 0, 2 * sizeof(unsigned long long), stream));
-    if (ev->plan.policy == kBinned) {
+    if (ev->plan.policy == Policy::kBinned) {
         EXT_CUDA_TRY(ev->binned.bins.allocate(ev->binned.n_bins + 2));
         EXT_CUDA_TRY(cudaMemsetAsync(ev->binned.bins.get(), 0,
                                      (ev->binned.n_bins + 2) * sizeof(unsigned long long), stream));
     }
-    if (ev->plan.policy != kExact) {
+    if (ev->plan.policy != Policy::kExact) {
         ev->levels.found.release();
         plan_count(ev, nullptr);
         return cudaStreamSynchronize(stream);

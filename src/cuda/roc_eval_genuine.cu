@@ -85,9 +85,9 @@ __global__ void genuine_count_kernel(const T *labels_q, const T *labels_g, const
 }
 
 /* One thread per genuine pair: its key (or NO_KEY for NaN), from the score
- * matrix or the features. Blocks of kGenuineThreads: each thread's score from
- * features is a chain of 512 steps, and the blog's 10,000 pairs in blocks of
- * 256 ran on 40 of the H100's 132 multiprocessors (50 us). */
+ * matrix or the features. Small blocks (kGenuineThreads): each thread's score
+ * from features is a chain of D steps, and a few thousand pairs in blocks of
+ * 256 left most multiprocessors idle (dev/NOTES.md, genuine pass). */
 constexpr int kGenuineThreads = 64;
 __global__ void genuine_key_kernel(const Partners partners, int64_t n_query, int64_t n_gallery,
                                    const int64_t *offset, const float *score,

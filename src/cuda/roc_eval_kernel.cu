@@ -39,7 +39,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
                                        s.n_gallery, s.dim, s.similarity, s.step_rows,
                                        gallery_chunk_bytes(ev->plan.tuning)));
             if (s.step_rows > 0 && s.n_query > 0 && s.n_gallery > 0 &&
-                (ev->plan.policy == kExact || ev->plan.policy == kBinned)) {
+                (ev->plan.policy == Policy::kExact || ev->plan.policy == Policy::kBinned)) {
                 EXT_CUDA_TRY(cudaStreamCreateWithFlags(&ev->tiles.ahead, cudaStreamNonBlocking));
                 for (cudaEvent_t *e : {&ev->tiles.ahead_start, &ev->tiles.ahead_done})
                     EXT_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -52,7 +52,7 @@ cudaError_t create(roc_eval_cuda *ev, const roc_counts *counts, roc_genuine_leve
         return cudaSuccess;
     EXT_CUDA_TRY(ev->totals.allocate(2));
     ev->pass_blocks = ext_sm_count() * 8;
-    if (ev->plan.policy == kBinned) {
+    if (ev->plan.policy == Policy::kBinned) {
         const roc_binned_counts &b = counts->binned;
         ev->binned.n_bins = b.n_bins;
         ev->binned.lo32 = b.lo32;
@@ -112,7 +112,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         ev->plan.source == Source::kListScores || ev->plan.source == Source::kListFeatures;
     const int64_t n = list ? row_end - row_begin : (row_end - row_begin) * ev->src.n_gallery;
     Buffer<uint32_t> keys(ev->arena);
-    if (ev->plan.policy == kCurve) {
+    if (ev->plan.policy == Policy::kCurve) {
         EXT_CUDA_TRY(keys.allocate(n));
         EXT_CUDA_TRY(cudaMemsetAsync(keys.get(), 0, n * sizeof(uint32_t),
                                      ev->arena.stream())); /* NO_KEY */
@@ -129,17 +129,17 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
         if (ev->plan.probe && op) {
             /* probe_tiles' chunk (the first one stored ahead, within the
              * IFRT size's memory) counted directly; its pairs choose how the
-             * rest are, while the next chunk is stored ahead. A wave of them
-             * took a count launch of its own, 32 us where a chunk's count
-             * takes ~10 us a wave (the blog size, H100). */
+             * rest are, while the next chunk is stored ahead. A probe of one
+             * wave took a count launch of its own, three times a wave's
+             * share of a chunk's (dev/NOTES.md, aside). */
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(*op, q, &tiles_m, &tiles_n);
             tile_from = probe_tiles(ev->plan.tuning, tiles);
-            EXT_CUDA_TRY(run_pass(ev, kExact, q, row_begin, op, 0, tile_from));
+            EXT_CUDA_TRY(run_pass(ev, Policy::kExact, q, row_begin, op, 0, tile_from));
             PassParams next = q;
             next.tile_begin = tile_from;
             next.tile_end =
-                std::min(tile_from + chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles);
+                std::min(tile_from + chunk_tiles(ev->plan.tuning, tiles), tiles);
             EXT_CUDA_TRY(after_probe(ev, *op, next));
             if (tile_from == tiles)
                 return cudaSuccess;
@@ -164,7 +164,7 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     } else {
         EXT_CUDA_TRY(pass(p, nullptr));
     }
-    return ev->plan.policy == kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
+    return ev->plan.policy == Policy::kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
 }
 
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
@@ -178,7 +178,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     const int64_t U = ev->levels.n;
     roc_exact_counts *exact = &counts->exact;
     unsigned long long top[2] = {0, 0}; /* top_count, then top_key's word */
-    if (ev->plan.policy == kExact && U > 0) {
+    if (ev->plan.policy == Policy::kExact && U > 0) {
         /* at, gap and gap_min at once: the host's are one block laid out as
          * ev->exact.block (roc_counts_alloc) */
         const size_t n = size_t(U) + 1;
@@ -187,7 +187,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
                                      cudaMemcpyDeviceToHost, stream));
         EXT_CUDA_TRY(cudaMemcpyAsync(top, ev->exact.top_count, sizeof top, cudaMemcpyDeviceToHost,
                                      stream));
-    } else if (ev->plan.policy == kBinned) {
+    } else if (ev->plan.policy == Policy::kBinned) {
         roc_binned_counts *binned = &counts->binned;
         std::vector<unsigned long long> bins(ev->binned.n_bins + 2);
         EXT_CUDA_TRY(cudaMemcpyAsync(bins.data(), ev->binned.bins.get(),
@@ -198,7 +198,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
         for (int64_t b = 0; b < ev->binned.n_bins; b++)
             binned->all[b] = bins[b + 1];
         binned->above = bins[ev->binned.n_bins + 1];
-    } else if (ev->plan.policy == kCurve) {
+    } else if (ev->plan.policy == Policy::kCurve) {
         roc_key_counts *keys = &counts->keys;
         uint32_t *host_keys = static_cast<uint32_t *>(ext_malloc(ev->curve.n * 4));
         uint64_t *host_counts = static_cast<uint64_t *>(ext_malloc(ev->curve.n * 8));
@@ -230,7 +230,7 @@ extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
     counts->totals.n_pairs = host_totals[0];
     counts->totals.n_nan = host_totals[1];
-    if (ev->plan.policy == kExact && U > 0) {
+    if (ev->plan.policy == Policy::kExact && U > 0) {
         exact->top_count = top[0];
         memcpy(&exact->top_key, &top[1], sizeof exact->top_key); /* ev->exact.top_key's bytes */
     }
@@ -275,7 +275,7 @@ extern "C" int roc_scores_launch(const float *feat_q, const float *feat_g, int64
             p.scores = score;
             int64_t tiles_m, tiles_n;
             const int64_t tiles = feature_tiles(op, p, &tiles_m, &tiles_n);
-            const int64_t step = std::min(chunk_tiles(tuning, kStore, tiles), tiles);
+            const int64_t step = std::min(store_chunk_tiles(tuning), tiles);
             EXT_CUDA_TRY(chunk_room(chunk, step));
             for (int64_t t = 0; t < tiles; t += step) {
                 p.tile_begin = t;

@@ -18,11 +18,10 @@ namespace {
 /* Cosine: 1 / sqrt(sum of squares) of each row, in float64 in index order
  * with the CPU's IEEE operations (no contraction). A warp takes 32 rows and
  * reads 32 columns of each at a time, coalesced, into shared memory; each lane
- * then sums its row's. (A thread reading its own row took 139 us for 31,000
- * rows of 512 on the H100: 32 rows 2 KB apart a load.) The next 32 columns
- * are loaded while a lane sums: loaded in turn, each slice's loads and each
- * of its 32 adds waited on the one before (44-52 us for 10,000 and 21,000
- * rows, H100). */
+ * then sums its row's (a thread reading its own row made a warp's load touch
+ * 32 rows D floats apart). The next 32 columns are loaded while a lane sums:
+ * loaded in turn, each slice's loads and each of its 32 adds waited on the
+ * one before. dev/NOTES.md, operands, has both measured. */
 constexpr int kNormThreads = 128;
 __global__ void __launch_bounds__(kNormThreads)
     inverse_norm_kernel(const float *x, int64_t n, int64_t dim, double *inverse)

@@ -80,7 +80,7 @@ bool can_partition(const roc_eval_cuda *ev, int64_t n_levels)
         cudaSuccess)
         optin = 0;
     const int range_levels = range_levels_for(ev->plan.tuning, n_levels, ev->src.device);
-    return ev->plan.policy == kExact && ev->plan.source == Source::kFeatures &&
+    return ev->plan.policy == Policy::kExact && ev->plan.source == Source::kFeatures &&
            !gaps_fit_shared(ev, n_levels) && n_levels <= int64_t(kMaxRanges) * range_levels &&
            RangeSorter::kSharedBytes + kStaticSharedMargin <= size_t(optin) &&
            drain_bucket_bits(ev->plan.tuning, ev->src.device, range_levels) > 0;
@@ -110,15 +110,15 @@ Source source_of(const roc_source &s)
     return s.score ? Source::kScoreMatrix : Source::kFeatures;
 }
 
-int policy_of(int roc_mode)
+Policy policy_of(int roc_mode)
 {
     switch (roc_mode) {
     case ROC_MODE_BINNED:
-        return kBinned;
+        return Policy::kBinned;
     case ROC_MODE_CURVE:
-        return kCurve;
+        return Policy::kCurve;
     default: /* roc_eval.c admits no other mode */
-        return kExact;
+        return Policy::kExact;
     }
 }
 
@@ -127,13 +127,13 @@ int policy_of(int roc_mode)
  * into shared counters where the gaps fit, else into global ones. From
  * features with more levels than that, the first tiles (the probe) are
  * counted directly, and their pairs choose how the rest are, by the share at
- * or above the lowest level (the level count alone does not tell: 1e10 pairs
- * have 200,000 levels and 0.2% of the pairs above). Half or more: by
- * partition, where the levels allow it (a direct count costs such a pair
- * 22-64 ps at 40,000 to 4M levels, L2's scattered atomics; the partition ~8
- * ps every pair plus ~7 each it keeps). At least 1/65536: with those keys set
- * aside, counted after the pass's count (5.6% less time at 1e10 pairs, 0.2%
- * above). Else directly, as the probe did. A list's scores with more than
+ * or above the lowest level (the level count alone does not tell: many
+ * levels can sit above nearly every pair). Half or more: by partition, where
+ * the levels allow it (a direct count of such a pair is L2's scattered
+ * atomics, a cost that grows with the levels; the partition's is small on
+ * every pair plus a little on each it keeps). At least 1/65536: with those
+ * keys set aside, counted after the pass's count. Else directly, as the probe
+ * did. A list's scores with more than
  * kSortedLevels levels are counted by sorting. dev/NOTES.md, "direct count",
  * "aside" and "partition/drain", has the measurements.
  */
@@ -145,7 +145,7 @@ void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe)
     ev->plan.strategy = Strategy::kDirect;
     ev->plan.shared_gaps = gaps_fit_shared(ev, U);
     ev->plan.shared_bins = shared_bins_bytes(ev->binned.n_bins) <= counters_max(ev);
-    if (ev->plan.policy != kExact || U == 0)
+    if (ev->plan.policy != Policy::kExact || U == 0)
         return;
     if (ev->plan.source == Source::kListScores) {
         if (U > kSortedLevels || steer == Steer::kSorted)
@@ -168,33 +168,38 @@ void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe)
         ev->plan.strategy = Strategy::kAside;
 }
 
-int pass_policy(const roc_eval_cuda *ev)
+Policy pass_policy(const roc_eval_cuda *ev)
 {
-    if (ev->plan.policy != kExact)
+    if (ev->plan.policy != Policy::kExact)
         return ev->plan.policy;
     switch (ev->plan.strategy) {
     case Strategy::kAside:
-        return kAside;
+        return Policy::kAside;
     case Strategy::kPartitioned:
-        return kPartitioned;
+        return Policy::kPartitioned;
     default:
-        return kExact;
+        return Policy::kExact;
     }
 }
 
-/* Tiles a launch of a `policy` feature pass over `tiles` tiles makes (and
+/* Tiles a launch of a counting feature pass over `tiles` tiles makes (and
  * stores before counting them): whole waves of tile_kernel (2 blocks a
- * multiprocessor), 7 of them, 121 MB on an H100; 14 where the pass has more
- * than 4 such chunks to make, but for pair_scores (dev/NOTES.md, "tile
- * product": 7 waves against 3.5 and 14 at 1e10 pairs and the blog size; the
- * partitioned count drains after each launch, a fixed cost 14 waves halve). */
-int64_t chunk_tiles(const Tuning &tuning, int policy, int64_t tiles)
+ * multiprocessor), 7 of them; 14 where the pass has more than 4 such chunks
+ * to make (dev/NOTES.md, "tile product": 7 waves against 3.5 and 14 at 1e10
+ * pairs and the blog size; the partitioned count drains after each launch, a
+ * fixed cost 14 waves halve). pair_scores' chunks stay at 7 waves
+ * (store_chunk_tiles). */
+int64_t chunk_tiles(const Tuning &tuning, int64_t tiles)
 {
     if (tuning.chunk_tiles > 0)
         return tuning.chunk_tiles;
     const int64_t wave = 2 * ext_sm_count();
-    const bool large = policy != kStore && tiles > 4 * 14 * wave;
-    return (large ? 14 : 7) * wave;
+    return (tiles > 4 * 14 * wave ? 14 : 7) * wave;
+}
+
+int64_t store_chunk_tiles(const Tuning &tuning)
+{
+    return tuning.chunk_tiles > 0 ? tuning.chunk_tiles : 7 * 2 * int64_t(ext_sm_count());
 }
 
 size_t gallery_chunk_bytes(const Tuning &tuning)
@@ -234,15 +239,15 @@ int64_t first_chunk_blocks()
 int64_t probe_tiles(const Tuning &tuning, int64_t tiles)
 {
     const int64_t chunk =
-        std::min(chunk_tiles(tuning, kPartitioned, tiles), 7 * first_chunk_blocks());
+        std::min(chunk_tiles(tuning, tiles), 7 * first_chunk_blocks());
     return std::max(int64_t(1), std::min(tiles / 2, chunk));
 }
 
 /* Keys the segments' buffer holds: a launch's pairs of the partitioned count
  * (chunk_tiles), and 30% more, since each range's segment is sized by the
- * last launch's keys and each partition block fills its own part of it (10%
- * more left keys past their part and the partition 5% slower; 66% ran as 30%:
- * dev/NOTES.md, "partition/drain"). A key past its part is counted directly,
+ * last launch's keys and each partition block fills its own part of it
+ * (less left more keys past their part, more ran no faster: dev/NOTES.md,
+ * partition/drain, "Launch size and segments"). A key past its part is counted directly,
  * so the counts are exact either way. At most 2^28 (1 GiB). */
 int64_t partition_keys(const Tuning &tuning)
 {
@@ -252,15 +257,15 @@ int64_t partition_keys(const Tuning &tuning)
         return std::min(tuning.partition_kib, int64_t(1) << 23) * 1024 /
                int64_t(sizeof(uint32_t));
     const int64_t tiles =
-        std::min(chunk_tiles(tuning, kPartitioned, INT64_MAX), int64_t(1) << 20);
+        std::min(chunk_tiles(tuning, INT64_MAX), int64_t(1) << 20);
     return std::min(tiles * kTilePairs * 13 / 10, int64_t(1) << 28);
 }
 
 /* Keys the feature pass may set aside in one launch (exact mode with global
  * counters), shared out among its warps: 2^24 (64 MiB), or the evaluation's
- * pairs where fewer. At 1e10 pairs (0.2% of them above the lowest level) a
- * launch sets ~10^7 aside, ~9,500 a warp of ~15,900 places on an H100; a
- * warp's keys past its place are counted in the pass. */
+ * pairs where fewer; a launch at the hard 1e10 workload fills about 60% of
+ * it (dev/NOTES.md, aside). A warp's keys past its place are counted in the
+ * pass. */
 size_t aside_capacity(const roc_eval_cuda *ev)
 {
     if (ev->plan.tuning.aside_keys > 0)

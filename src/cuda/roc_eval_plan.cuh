@@ -43,9 +43,9 @@ enum class Source {
 };
 Source source_of(const roc_source &s);
 
-/* The count policy (roc_count.cuh: kExact, kBinned, kCurve) of a public mode
- * (roc.h: ROC_MODE_*). */
-int policy_of(int roc_mode);
+/* The count policy (roc_pass.cuh's Policy: exact, binned, curve) of a public
+ * mode (roc.h: ROC_MODE_*), the one mapping between the two. */
+Policy policy_of(int roc_mode);
 
 /* How exact mode counts a pass's pairs. */
 enum class Strategy {
@@ -99,10 +99,12 @@ struct ProbeCounts {
  * ev->plan.shared_gaps and ev->plan.shared_bins. */
 void plan_count(roc_eval_cuda *ev, const ProbeCounts *probe);
 /* The count policy a pass of the plan runs. */
-int pass_policy(const roc_eval_cuda *ev);
+Policy pass_policy(const roc_eval_cuda *ev);
 
-/* Tiles a launch of a `policy` feature pass over `tiles` tiles stores. */
-int64_t chunk_tiles(const Tuning &tuning, int policy, int64_t tiles);
+/* Tiles a launch of a counting feature pass over `tiles` tiles stores. */
+int64_t chunk_tiles(const Tuning &tuning, int64_t tiles);
+/* Tiles a launch of pair_scores stores. */
+int64_t store_chunk_tiles(const Tuning &tuning);
 /* Device memory a prepared gallery chunk may take (a query block half). */
 size_t gallery_chunk_bytes(const Tuning &tuning);
 /* The most levels a range of the partitioned count holds. */

@@ -112,7 +112,7 @@ namespace roc_gpu {
  * when the levels are set and after the probe. */
 struct Plan {
     Source source = Source::kScoreMatrix;
-    int policy = kExact;
+    Policy policy = Policy::kExact;
     Tuning tuning;
     Strategy strategy = Strategy::kDirect;
     bool probe = false, shared_gaps = false, shared_bins = false;
@@ -166,7 +166,7 @@ struct Partition {
     }
 };
 
-/* The keys the exact feature pass sets aside (roc_count.cuh's set_aside),
+/* The keys the exact feature pass sets aside (roc_count.cuh's AsideCount),
  * each warp's count of them, and the probe's share of pairs at or above the
  * lowest level. */
 struct Aside {
@@ -318,7 +318,7 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev);
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
                        const roc_level_index *shape, bool found);
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys);
-cudaError_t run_pass(roc_eval_cuda *ev, int mode, const PassParams &p, int64_t list_begin,
+cudaError_t run_pass(roc_eval_cuda *ev, Policy policy, const PassParams &p, int64_t list_begin,
                      const Operands *op, int64_t tile_from = 0, int64_t tile_to = -1);
 cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks);
 cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassParams &q,

@@ -19,11 +19,10 @@ namespace {
  * p.tile_end): tile_kernel computes the scores (FeatureTile::product) and
  * stores each tile whole, row-major, at chunk + (t - p.tile_begin)
  * kTilePairs; count_tiles_kernel counts them. In one kernel, the product and
- * the count were scheduled together (240 registers, 8 warps a
- * multiprocessor) and issued in ~71% of the slots, against ~90% for the
- * product alone; apart, the product runs within 5% of the GEMM alone and
- * the count after it (dev/NOTES.md, tile product, "The count out of the tile
- * kernel: tiles stored in chunks").
+ * the count were scheduled together, at the count's registers and
+ * occupancy, and issued in fewer of the slots than the product alone; apart,
+ * the product runs near the GEMM alone and the count after it (dev/NOTES.md,
+ * tile product, "The count out of the tile kernel: tiles stored in chunks").
  */
 __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
     tile_kernel(const Operands op, const PassParams p, float *chunk)
@@ -40,7 +39,7 @@ __global__ void __launch_bounds__(FeatureTile::kThreads, 2)
 #pragma unroll
             for (int j = 0; j < FeatureTile::kFragN; j += 4)
                 /* through the intrinsic: a plain float4 assignment here came out as
-                 * four 4-byte stores (ncu: 12% slower, LSU queue full) */
+                 * four 4-byte stores, which filled the LSU queue */
                 __stcg(reinterpret_cast<float4 *>(
                            &out[FeatureTile::row(i) * roc_gemm::kBN + FeatureTile::col(j)]),
                        make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
@@ -147,14 +146,14 @@ cudaError_t store_first_tiles(roc_eval_cuda *ev)
     const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
     const int64_t waves = 7 * first_chunk_blocks();
     q.tile_begin = 0;
-    q.tile_end = ev->plan.policy == kExact
+    q.tile_end = ev->plan.policy == Policy::kExact
                      ? probe_tiles(ev->plan.tuning, tiles)
-                     : std::min({chunk_tiles(ev->plan.tuning, ev->plan.policy, tiles), waves,
+                     : std::min({chunk_tiles(ev->plan.tuning, tiles), waves,
                                  tiles});
     /* room for the chunk after it too (stored ahead after the probe): a
-     * buffer allocated then took up to 0.37 ms of the host's (H100) */
+     * buffer allocated then would hold the host up while the GPU waits */
     EXT_CUDA_TRY(chunk_room(ev->tiles.chunk,
-                            std::min(chunk_tiles(ev->plan.tuning, kPartitioned, tiles), tiles)));
+                            std::min(chunk_tiles(ev->plan.tuning, tiles), tiles)));
     return store_ahead(ev, op, q, true, first_chunk_blocks());
 }
 

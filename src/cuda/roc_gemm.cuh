@@ -91,9 +91,9 @@ template <int kWarpsN, int kBK = 16, int kStages = 3> struct Tile {
     static constexpr int kCopies = kBK / kRowStep;
     static_assert(kBM == kBN && kBK % kRowStep == 0, "whole rows of 16-byte copies");
 
-    /* The copy addresses, set up once a tile and stepped by a slice (ncu:
-     * computing them afresh per slice, with a modulo for the stage, cost 185
-     * instructions a slice and a warp and 19% of the warps' stall samples). */
+    /* The copy addresses, set up once a tile and stepped by a slice: computed
+     * afresh per slice, with a modulo for the stage, they cost more
+     * instructions than the slice's copies (dev/NOTES.md, tile product). */
     struct StageCopy {
         const float *a_src, *b_src;
         int64_t a_row_step, b_row_step, a_slice, b_slice;

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2)
     static_assert(kLoads * 4 * kPartitionThreads == kTilePairs, "whole tiles");
     extern __shared__ uint32_t sorter_shared[];
     RangeSorter sorter(p, sorter_shared);
-    Counter<kPartitioned> counter(p, nullptr);
+    PartitionKeys counter(p);
     sorter.begin_block();
     for_each_tile(op, p, [&](int64_t t, int64_t m0, int64_t n0) {
         const bool whole = whole_tile(op, p, m0, n0);
@@ -256,12 +256,11 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
     /* a key equal to none lies in gap i (after level i - 1, before level i).
      * Each warp takes an even share of the block's keys, lane l its keys l,
      * l + 32, ... of the share, whatever part each is in: a warp a part in
-     * turn (dev/NOTES.md, partition/drain) left a block's warps 3 parts against 2.75
-     * on average at 95 ranges, and a warp the parts of its share one after
-     * the other left a third of its lanes idle at 428 (parts of ~265 keys,
-     * three rounds of 128). kKeys keys a lane at once, each step of their
-     * lookups side by side (ncu: one at a time, the warps waited 17 cycles
-     * an instruction). */
+     * turn left the block waiting on its busiest warp, and a warp the parts
+     * of its share one after the other left many lanes idle where parts are
+     * small. kKeys keys a lane at once, each step of their lookups side by
+     * side (one at a time, the warps waited on each read). dev/NOTES.md,
+     * partition/drain, "The drain", has each measured. */
     constexpr int kKeys = 4;
     constexpr uint32_t stride = 32; /* between a lane's keys */
     const int n_warps = blockDim.x / 32, warp = threadIdx.x / 32;
@@ -316,8 +315,8 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
             z[u] = ends >> 16;
         }
         /* the steps without a branch a key: selects, not an if around
-         * each key's step (ncu: its divergence barriers and branches took
-         * most of the loop's instructions). A finished key (a == z)
+         * each key's step (its divergence barriers and branches took most of
+         * the loop's instructions). A finished key (a == z)
          * keeps its a and z and reads nothing: most keys' buckets hold
          * no level or one. */
         bool more = false;
@@ -340,16 +339,16 @@ __global__ void __launch_bounds__(kDrainThreads, 1) drain_kernel(const DrainPara
         /* a key on a level is on level a, the first at or above it (after
          * the range's levels, one above any key). Read again here, not kept
          * through the steps: the drain waits on its arithmetic pipe more
-         * than on shared memory since its index holds both ends (ncu). */
+         * than on shared memory since its index holds both ends. */
         bool at[kKeys];
 #pragma unroll
         for (int u = 0; u < kKeys; u++)
             at[u] = level[a[u]] == key[u];
-        /* without a branch a key (ncu: with them, a key's count took ~11
-         * instructions; the drain waits on its arithmetic pipe): a key on a
-         * level or past the share is counted in the lane's spare slot. An
-         * impostor on a level (7% of them at 3.5M levels, 1M x 65,000 hard)
-         * is counted in global memory (a count of them in shared memory
+        /* without a branch a key (with them, a key's count took several
+         * times the instructions, and the drain waits on its arithmetic
+         * pipe): a key on a level or past the share is counted in the lane's
+         * spare slot. An impostor on a level (a few percent of them where
+         * the levels are millions) is counted in global memory (a count of them in shared memory
          * took longer: dev/NOTES.md, partition/drain, "The drain"). */
 #pragma unroll
         for (int u = 0; u < kKeys; u++) {
@@ -625,7 +624,7 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys)
     int per_sm = 0;
     EXT_CUDA_TRY(ext_blocks_per_sm(partition, kPartitionThreads, RangeSorter::kSharedBytes,
                                    &per_sm));
-    /* each keeps a Counter, and its top key in a slot of pass_blocks' */
+    /* each runs a count policy, and keeps its top key in a slot of pass_blocks' */
     const int sorter_blocks = std::min(std::max(1, per_sm) * ext_sm_count(), ev->pass_blocks);
     EXT_CUDA_TRY(part.first.allocate(n_ranges + 1));
     EXT_CUDA_TRY(part.starts.allocate(n_ranges));

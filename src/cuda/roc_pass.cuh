@@ -3,7 +3,8 @@
  * whatever it counts: the pass's parameters (PassParams, a kernel argument),
  * which pairs of a row count (counted), the order-preserving key of a score,
  * the exact update of a key into the global counters (count_directly) and the
- * merge of top keys. The count policies (roc_count.cuh) and the partitioned
+ * merge of top keys, and the names of the count policies. The count policies
+ * (roc_count.cuh) and the partitioned
  * count (roc_partition.cuh) build on it. C++ only.
  *
  * Includes go one way: each .cu file of the evaluator includes
@@ -21,7 +22,10 @@
 
 namespace roc_count {
 
-enum { kExact = 0, kBinned = 1, kCurve = 2, kStore = 3, kPartitioned = 4, kAside = 5 };
+/* The count policies (roc_count.cuh: one functor each). The plan names the
+ * policy a pass runs (roc_eval_plan.cu's policy_of and pass_policy), and
+ * run_pass (roc_eval_count.cu) maps it to its functor. */
+enum class Policy { kExact, kBinned, kCurve, kAside, kPartitioned };
 
 constexpr int kThreads = 256; /* the counting passes' block */
 
@@ -58,7 +62,7 @@ constexpr int kStageSlots = 18048;
 constexpr int kStageWords = kStageSlots / 32; /* the bitmap of the runs' starts */
 static_assert(kStageSlots % 32 == 0 && kStageSlots < 0x10000, "whole words, 16-bit slots");
 constexpr int kPartitionThreads = 512;
-/* the largest block that keeps a Counter: the partition kernel's */
+/* the largest block that runs a count policy: the partition kernel's */
 constexpr int kCounterMaxWarps = kPartitionThreads / 32;
 constexpr int kAmbiguous = 0x8000; /* an index entry whose bucket a range starts in */
 

@@ -69,9 +69,9 @@ __device__ __forceinline__ bool feature_tile(const Operands &op, const PassParam
  * the same ones. kFromBase: the tiles' first row as op.m_base, else as the
  * same row from p.row_begin. Only ptxas tells them apart: from p.row_begin,
  * the loop-invariant held a register through tile_kernel's product, and
- * ptxas chose 213 registers and twice the FMAs with two operands in one bank
- * (tile_kernel +11%); from op.m_base, the partition kernel spilled 12 bytes
- * (+1.6%). dev/NOTES.md, tile product, "Version 11's loop alone in tile_kernel". */
+ * ptxas put more of its FMAs' operands in one bank; from op.m_base, the
+ * partition kernel spilled. dev/NOTES.md, tile product, "Version 11's loop
+ * alone in tile_kernel". */
 template <bool kFromBase = false, typename Body>
 __device__ __forceinline__ void for_each_tile(const Operands &op, const PassParams &p, Body body)
 {
