@@ -75,7 +75,7 @@ PY_ABS := $(if $(findstring /,$(PY)),$(abspath $(PY)),$(PY))
 SANITIZE_ROOT := build/sanitize
 # what the sanitized tests read besides the package (the package is build.py's)
 SANITIZE_COPIES := tests scripts src build.py pytest.ini pyproject.toml README.md BENCHMARKS.md docs benchmarks
-FUZZ_TESTS := $(wildcard tests/test_fuzz_*.py)
+FUZZ_TESTS := $(wildcard tests/*/test_fuzz_*.py)
 
 .PHONY: all build demo test test-gpu test-sanitize fuzz bench compare-mxnet clean distclean \
         help venv $(MXNET_VENV) mxnet-try
@@ -159,12 +159,12 @@ test-sanitize: $(PY_READY)
 	    LD_PRELOAD="$$runtimes" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1 \
 	    $(PY_ABS) -m pytest -q -p no:cacheprovider --capture=sys -m "not gpu" \
-	        --ignore=tests/test_install.py tests $(PYTEST_ARGS)
+	        --ignore=tests/builds/test_install.py tests $(PYTEST_ARGS)
 
-# Property-based tests (tests/test_fuzz_*.py) with the long Hypothesis profile.
+# Property-based tests (tests/*/test_fuzz_*.py) with the long Hypothesis profile.
 fuzz: build
 ifeq ($(FUZZ_TESTS),)
-	@echo "no tests/test_fuzz_*.py yet: nothing to fuzz"
+	@echo "no tests/*/test_fuzz_*.py yet: nothing to fuzz"
 else
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q $(FUZZ_TESTS) $(PYTEST_ARGS)
 endif
@@ -198,7 +198,7 @@ help:
 	@echo "  make test       test suite (GPU tests skip without a GPU)"
 	@echo "  make test-gpu   GPU tests only (needs a GPU)"
 	@echo "  make test-sanitize  CPU tests against an ASan + UBSan build in $(SANITIZE_ROOT)"
-	@echo "  make fuzz       tests/test_fuzz_*.py with HYPOTHESIS_PROFILE=fuzz (5000 examples)"
+	@echo "  make fuzz       tests/*/test_fuzz_*.py with HYPOTHESIS_PROFILE=fuzz (5000 examples)"
 	@echo "  make bench      benchmarks beside the peers on the GPU -> BENCHMARKS.md"
 	@echo "  make compare-mxnet  MXNet 1.9.1 vs _ext.roc, legacy histograms side by side"
 	@echo "                  (creates .venv-mxnet; COMPARE_ARGS=\"query.npz gallery.npz\")"

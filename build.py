@@ -9,8 +9,10 @@ mode) from
     ext_*.o          shared CUDA helpers (nvcc objects, when built with CUDA)
     <op>_*.o         the family's kernels and launchers
 
-Its cdef is read from src/ext_tensor.h and src/<op>.h, the same headers the C
-code includes, so the Python signatures cannot drift from the C ones.
+Its cdef is read from src/ext_tensor.h, src/<op>.h and the family's headers
+that src/<op>.h includes (#include "<op>_*.h": roc.h's roc_rank.h), the same
+headers the C code includes, so the Python signatures cannot drift from the C
+ones.
 
 Both builds go through the functions below: `make` runs this file (objects in
 build/, modules in place under _ext/), and `pip install .` runs setup.py,
@@ -252,6 +254,13 @@ def cdef_text(header):
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
+def public_headers(op):
+    """src/<op>.h and the family's headers it includes, in that order: the cdef."""
+    with open(os.path.join(ROOT, "src", op + ".h")) as f:
+        included = re.findall(r'^#include "(%s_\w+\.h)"' % re.escape(op), f.read(), re.M)
+    return ["src/%s.h" % op] + ["src/" + name for name in included]
+
+
 def op_families():
     """Every _ext/<op>/ package that has its header src/<op>.h."""
     ops = []
@@ -322,7 +331,7 @@ def build_module(op, target, cuda, cuda_objects, tmpdir, sanitize=False, no_cuda
     from cffi import FFI, __version__ as cffi_version
 
     settings, with_cuda = module_settings(op, cuda, cuda_objects, sanitize, no_cuda)
-    cdef = cdef_text("src/ext_tensor.h") + cdef_text("src/%s.h" % op)
+    cdef = "\n".join(cdef_text(header) for header in ["src/ext_tensor.h"] + public_headers(op))
     preamble = '#include "ext_tensor.h"\n#include "%s.h"\n' % op
     record = os.path.join(tmpdir, op + ".sig")
     digest = signature((settings, cdef, preamble, cffi_version, target),

@@ -21,7 +21,8 @@ thousands of levels from features, segments that fill) and the keys set
 aside (a buffer that fills); lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode; flat scores counted
 sorted); bad flags and indices; nearest_sklearn's probing passes and the
-curve of every point.
+curve of every point. rank.evaluate (the 1:N count): a score matrix and
+features, tile edges, NaN pairs, cameras, junk ids, one set.
 """
 
 import os
@@ -30,7 +31,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _ext import roc  # noqa: E402
+from _ext import rank, roc  # noqa: E402
 
 
 def legacy_cases(generator):
@@ -258,6 +259,28 @@ def pair_list_cases(generator):
     return ran
 
 
+def rank_cases(generator):
+    """The rank count: both sources, edges of tiles, NaN pairs, the Market
+    protocol (cameras, junk), one set's own rows."""
+    ran = 0
+    for n_query, n_gallery in ((1, 1), (37, 129), (300, 700)):
+        labels_q = torch.randint(0, 12, (n_query,), device="cuda", generator=generator)
+        labels_g = torch.randint(-1, 12, (n_gallery,), device="cuda", generator=generator)
+        cams_q = torch.randint(0, 3, (n_query,), device="cuda", generator=generator)
+        cams_g = torch.randint(0, 3, (n_gallery,), device="cuda", generator=generator)
+        feat_q = torch.randn(n_query, 16, device="cuda", generator=generator)
+        feat_g = torch.randn(n_gallery, 16, device="cuda", generator=generator)
+        feat_g[0, 0] = float("nan")
+        score = roc.pair_scores(feat_q, feat_g)
+        for source in (dict(score=score), dict(feat_q=feat_q, feat_g=feat_g)):
+            rank.evaluate(labels_q, labels_g, **source)
+            rank.evaluate(labels_q, labels_g, cams_q=cams_q, cams_g=cams_g, **source)
+            ran += 2
+        rank.evaluate(labels_g, None, feat_q=feat_g, same_set=True)
+        ran += 1
+    return ran
+
+
 def race_cases(generator):
     """One call of each kernel that shares memory between threads (racecheck is
     slow): the legacy histogram, the score and feature passes with shared and
@@ -281,7 +304,8 @@ def race_cases(generator):
         roc.evaluate(one_q, one_g, **source)
     genuine = torch.rand(40_000, device="cuda", generator=generator) < 0.5
     roc.evaluate_pairs(genuine, torch.randn(40_000, device="cuda", generator=generator))
-    return ran + 3 + block_cases(generator, ("exact",)) + partition_cases(generator)
+    return (ran + 3 + block_cases(generator, ("exact",)) + partition_cases(generator) +
+            rank_cases(generator))
 
 
 def main():
@@ -293,7 +317,8 @@ def main():
     if "--race" in sys.argv[1:]:
         print("sanitize_roc: %d calls ran" % race_cases(generator))
         return
-    ran = legacy_cases(generator) + evaluator_cases(generator, "--small" in sys.argv[1:])
+    ran = (legacy_cases(generator) + evaluator_cases(generator, "--small" in sys.argv[1:]) +
+           rank_cases(generator))
     torch.cuda.synchronize()
     print("sanitize_roc: %d calls ran" % ran)
 

@@ -23,7 +23,7 @@ read + write):
                 Bytes: 2 elements per element forward, 3 backward.
 
 bench_interp(timer) runs every row with any timer(fn) -> ms and returns the
-rows; tests/test_bench_ops_interp.py runs it on the CPU with small sizes.
+rows; tests/bench/test_bench_ops_interp.py runs it on the CPU with small sizes.
 """
 
 import argparse

@@ -255,4 +255,7 @@ void roc_summary_free(roc_summary *summary);
 int roc_pair_scores(const ext_tensor *feat_q, const ext_tensor *feat_g, int32_t similarity,
                     const ext_tensor *score /* OUT: (Q, G) float32 */, void *stream);
 
+/* 1:N identification and re-ID ranking: roc_rank.h (cdef'd after this header). */
+#include "roc_rank.h"
+
 #endif /* ROC_H */

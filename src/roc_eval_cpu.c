@@ -40,85 +40,12 @@ static int nomem(const roc_eval_cpu *b, const char *what)
 }
 
 // ---------------------------------------------------------------------------
-// scores
+// scores (roc_scores_cpu.c)
 
-/* Each row scaled for cosine (roc_math.h), as the GPU scales it. */
-static void normalize_rows(const float *x, float *out, int64_t n, int64_t dim)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        double sum = 0.0;
-        for (int64_t k = 0; k < dim; k++)
-            sum = roc_square_step(sum, x[i * dim + k]);
-        const double inverse = roc_inverse_norm(sum);
-        for (int64_t k = 0; k < dim; k++)
-            out[i * dim + k] = roc_cosine_value(x[i * dim + k], inverse);
-    }
-}
-
-__attribute__((target_clones("fma", "default")))
-static float dot_in_order(const float *a, const float *b, int64_t dim)
-{
-    float acc = 0.0f;
-    for (int64_t k = 0; k < dim; k++)
-        acc = roc_dot_step(acc, a[k], b[k]);
-    return acc;
-}
-
-#define TILE_ROWS 8
-#define TILE_COLS 64
+#define TILE_ROWS ROC_CPU_TILE_ROWS
+#define TILE_COLS ROC_CPU_TILE_COLS
 
 int64_t roc_eval_cpu_row_tile(void) { return TILE_ROWS; }
-
-/* Tile of scores: out[r * TILE_COLS + c] for query rows [r0, r0 + n_rows) and
- * gallery rows [c0, c0 + n_cols); gT is scratch for the transposed gallery
- * block, so the inner loop runs over contiguous columns. */
-__attribute__((target_clones("fma", "default")))
-static void score_tile(const float *feat_q, const float *feat_g, int64_t dim, int64_t r0,
-                       int64_t n_rows, int64_t c0, int64_t n_cols, float *gT, float *out)
-{
-    for (int64_t k = 0; k < dim; k++)
-        for (int64_t c = 0; c < TILE_COLS; c++)
-            gT[k * TILE_COLS + c] = c < n_cols ? feat_g[(c0 + c) * dim + k] : 0.0f;
-    for (int64_t r = 0; r < n_rows; r++) {
-        float acc[TILE_COLS] = {0};
-        const float *q = feat_q + (r0 + r) * dim;
-        for (int64_t k = 0; k < dim; k++) {
-            const float qk = q[k];
-            const float *g = gT + k * TILE_COLS;
-            for (int c = 0; c < TILE_COLS; c++)
-                acc[c] = roc_dot_step(acc[c], qk, g[c]);
-        }
-        memcpy(out + r * TILE_COLS, acc, sizeof acc);
-    }
-}
-
-int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
-                   int64_t dim, int similarity, float *score)
-{
-    const float *fq = feat_q, *fg = feat_g;
-    float *nq = NULL, *ng = NULL;
-    if (similarity == ROC_COSINE) {
-        nq = ext_malloc((size_t)(n_query * dim) * sizeof(float));
-        ng = ext_malloc((size_t)(n_gallery * dim) * sizeof(float));
-        if (!nq || !ng) {
-            free(nq);
-            free(ng);
-            return ext_fail(EXT_ERR_NOMEM, "pair_scores: cannot allocate the normalized features");
-        }
-        normalize_rows(feat_q, nq, n_query, dim);
-        normalize_rows(feat_g, ng, n_gallery, dim);
-        fq = nq;
-        fg = ng;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n_query; i++)
-        for (int64_t j = 0; j < n_gallery; j++)
-            score[i * n_gallery + j] = dot_in_order(fq + i * dim, fg + j * dim, dim);
-    free(nq);
-    free(ng);
-    return EXT_OK;
-}
 
 /* LSD radix sort of n keys, 11 bits a pass; tmp holds n keys. */
 static void radix_sort_u32(uint32_t *keys, uint32_t *tmp, int64_t n)
@@ -171,75 +98,15 @@ static inline int counted(const roc_source *s, int64_t i, int64_t j)
 // ---------------------------------------------------------------------------
 // genuine pairs
 
-/* The gallery sorted by (label, index): members[t] is a gallery index, sorted[t]
- * its label, and gallery entry j sits at members[position[j]]; each label's
- * entries are one run, ascending. */
-typedef struct {
-    int64_t *members;
-    int64_t *sorted;
-    int64_t *position;
-} label_groups;
-
-typedef struct {
-    int64_t label, index;
-} labelled;
-
-static int by_label(const void *x, const void *y)
-{
-    const labelled *a = x, *b = y;
-    if (a->label != b->label)
-        return a->label < b->label ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
-}
-
-static int group_labels(const roc_eval_cpu *b, label_groups *groups)
-{
-    const roc_source *s = &b->src;
-    const int64_t G = s->n_gallery;
-    labelled *entries = ext_malloc((size_t)G * sizeof *entries);
-    groups->members = ext_malloc((size_t)G * sizeof(int64_t));
-    groups->sorted = ext_malloc((size_t)G * sizeof(int64_t));
-    groups->position = ext_malloc((size_t)G * sizeof(int64_t));
-    if (!entries || !groups->members || !groups->sorted || !groups->position) {
-        free(entries);
-        return nomem(b, "the label groups");
-    }
-    for (int64_t j = 0; j < G; j++)
-        entries[j] = (labelled){roc_int_at(s->labels_g, s->label_dtype, j), j};
-    qsort(entries, (size_t)G, sizeof *entries, by_label);
-    for (int64_t t = 0; t < G; t++) {
-        groups->members[t] = entries[t].index;
-        groups->sorted[t] = entries[t].label;
-        groups->position[entries[t].index] = t;
-    }
-    free(entries);
-    return EXT_OK;
-}
-
-/* The first of n ascending values above `value` (upper), or at or above it. */
-static int64_t bound(const int64_t *sorted, int64_t n, int64_t value, int upper)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (sorted[mid] < value || (upper && sorted[mid] == value))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The genuine partners of query row i: members[*first .. *last) of its label's
  * run (for one set, the members after it, or all of them, itself then
  * refused by `counted`), and how many pairs of them count. */
-static int64_t partner_range(const roc_source *s, const label_groups *groups, int64_t i,
+static int64_t partner_range(const roc_source *s, const roc_label_groups *groups, int64_t i,
                              int64_t *first, int64_t *last)
 {
     const int64_t label = s->same_set ? roc_int_at(s->labels_g, s->label_dtype, set_row(s, i))
                                       : roc_int_at(s->labels_q, s->label_dtype, i);
-    *first = bound(groups->sorted, s->n_gallery, label, 0);
-    *last = bound(groups->sorted, s->n_gallery, label, 1);
+    roc_label_run(groups, label, first, last);
     if (s->same_set == ROC_SAME_SET_UNORDERED)
         *first = groups->position[set_row(s, i)] + 1;
     return *last - *first - (s->same_set == ROC_SAME_SET_ORDERED);
@@ -250,7 +117,7 @@ static float pair_score(const roc_eval_cpu *b, int64_t i, int64_t j)
     const roc_source *s = &b->src;
     if (s->score)
         return s->score[i * s->n_gallery + j];
-    return dot_in_order(b->feat_q + i * s->dim, b->feat_g + j * s->dim, s->dim);
+    return roc_cpu_dot(b->feat_q + i * s->dim, b->feat_g + j * s->dim, s->dim);
 }
 
 /* Sorts n genuine keys (tmp: scratch for n) and run-length encodes them into
@@ -283,12 +150,14 @@ static int levels_from_keys(const roc_eval_cpu *b, uint32_t *keys, uint32_t *tmp
 static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_totals *totals)
 {
     const roc_source *s = &b->src;
-    label_groups groups = {0};
+    roc_label_groups groups = {0};
     uint32_t *keys = NULL, *tmp = NULL;
     int64_t *offset = NULL;
-    int st = group_labels(b, &groups);
-    if (st)
+    int st = roc_label_groups_make(s->labels_g, s->label_dtype, s->n_gallery, &groups);
+    if (st) {
+        st = nomem(b, "the label groups");
         goto done;
+    }
     offset = ext_malloc((size_t)(s->n_query + 1) * sizeof *offset);
     if (!offset) {
         st = nomem(b, "the genuine pairs");
@@ -322,9 +191,7 @@ static int genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc_tota
     }
     st = levels_from_keys(b, keys, tmp, n_pairs, n_nan, genuine, totals);
 done:
-    free(groups.members);
-    free(groups.sorted);
-    free(groups.position);
+    roc_label_groups_free(&groups);
     free(offset);
     free(keys);
     free(tmp);
@@ -339,7 +206,7 @@ static float list_score(const roc_eval_cpu *b, int64_t t)
     const roc_source *s = &b->src;
     if (s->score)
         return s->score[t];
-    return dot_in_order(b->feat_q + roc_int_at(s->index_a, s->index_dtype, t) * s->dim,
+    return roc_cpu_dot(b->feat_q + roc_int_at(s->index_a, s->index_dtype, t) * s->dim,
                         b->feat_g + roc_int_at(s->index_b, s->index_dtype, t) * s->dim, s->dim);
 }
 
@@ -771,7 +638,8 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
                 if (s->same_set == ROC_SAME_SET_UNORDERED && c0 + n_cols <= set_row(s, r0) + 1)
                     continue; /* every column at or left of every row's diagonal */
                 if (features)
-                    score_tile(b->feat_q, b->feat_g, s->dim, r0, n_rows, c0, n_cols, gT, tile);
+                    roc_cpu_score_tile(b->feat_q, b->feat_g, s->dim, r0, n_rows, c0, n_cols, gT,
+                                       tile);
                 for (int64_t r = 0; r < n_rows; r++) {
                     const int64_t i = r0 + r;
                     for (int64_t c = 0; c < n_cols; c++) {
@@ -833,9 +701,9 @@ int roc_eval_cpu_create(roc_eval_cpu **out, const roc_source *src, const roc_cou
             st = nomem(b, "the normalized features");
             goto fail;
         }
-        normalize_rows(src->feat_q, b->owned_q, n_q, src->dim);
+        roc_cpu_normalize_rows(src->feat_q, b->owned_q, n_q, src->dim);
         if (!shared)
-            normalize_rows(src->feat_g, b->owned_g, src->n_gallery, src->dim);
+            roc_cpu_normalize_rows(src->feat_g, b->owned_g, src->n_gallery, src->dim);
         b->feat_q = b->owned_q;
         b->feat_g = shared ? b->owned_q : b->owned_g;
     }

@@ -187,9 +187,41 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *backend, roc_counts *counts, int64_t beg
 void roc_eval_cpu_free(roc_eval_cpu *backend);
 /* the rows of the CPU's tile of scores from features */
 int64_t roc_eval_cpu_row_tile(void);
-/* pair_scores on the CPU: score (n_query, n_gallery) from the features. */
+
+/* Scores from features on the CPU (roc_scores_cpu.c), the FMA chain of
+ * roc_math.h:
+ *   roc_cpu_normalize_rows  out (n, dim) = each row of x scaled for cosine
+ *   roc_cpu_dot             one pair's score
+ *   roc_cpu_score_tile      out[r * ROC_CPU_TILE_COLS + c] = the score of query row
+ *                           r0 + r and gallery row c0 + c, for r < n_rows <=
+ *                           ROC_CPU_TILE_ROWS and c < n_cols <= ROC_CPU_TILE_COLS;
+ *                           gT is scratch for dim x ROC_CPU_TILE_COLS floats
+ *   roc_scores_cpu          pair_scores: score (n_query, n_gallery) */
+#define ROC_CPU_TILE_ROWS 8
+#define ROC_CPU_TILE_COLS 64
+void roc_cpu_normalize_rows(const float *x, float *out, int64_t n, int64_t dim);
+float roc_cpu_dot(const float *a, const float *b, int64_t dim);
+void roc_cpu_score_tile(const float *feat_q, const float *feat_g, int64_t dim, int64_t r0,
+                        int64_t n_rows, int64_t c0, int64_t n_cols, float *gT, float *out);
 int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
                    int64_t dim, int similarity, float *score);
+
+/* A gallery of n labels grouped by label (roc_label_groups.c): members[t] is a
+ * gallery index, sorted[t] its label, and entry j sits at members[position[j]];
+ * each label's entries are one run, in index order. make returns EXT_OK or
+ * EXT_ERR_NOMEM (no message: the caller words it); roc_label_run gives the run
+ * [*first, *last) of `label` (empty where no entry has it). */
+typedef struct {
+    int64_t n;
+    int64_t *members;
+    int64_t *sorted;
+    int64_t *position;
+} roc_label_groups;
+
+int roc_label_groups_make(const void *labels, int label_dtype, int64_t n,
+                          roc_label_groups *groups /* OUT */);
+void roc_label_run(const roc_label_groups *groups, int64_t label, int64_t *first, int64_t *last);
+void roc_label_groups_free(roc_label_groups *groups);
 
 /* The host arrays of `counts` for `mode` and U levels (or the bins
  * counts->binned.n_bins), zeroed, with n_low keys a gap kept in exact mode;

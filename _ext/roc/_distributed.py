@@ -129,6 +129,10 @@ class LocalSession:
     def share_levels(self, evaluation):
         pass
 
+    def gather(self, arrays):
+        """Its own arrays, as GroupSession.gather gives every rank's."""
+        return [[array] for array in arrays]
+
     def reduce_counts(self, evaluation):
         pass
 
@@ -257,8 +261,9 @@ class GroupSession:
         return self._timed(lambda group: self.dist.all_reduce(tensor, op=op, group=group),
                            tensor).numpy()
 
-    def _gather(self, arrays):
-        """Every rank's int64 arrays (one length per rank), in rank order."""
+    def gather(self, arrays):
+        """Every rank's int64 arrays (of one length on a rank), in rank order: a
+        list of the ranks' arrays for each of `arrays`."""
         torch = _ffi.torch
         n = self._tensor([len(arrays[0])])
         sizes = [torch.zeros_like(n) for _ in range(self.world_size)]
@@ -278,7 +283,7 @@ class GroupSession:
     def _gather_keys(self, keys, counts):
         """Every rank's (keys, counts), as two lists of arrays in rank order (to
         merge_keys in a step: a failure there is every rank's)."""
-        return self._gather([keys.astype(np.int64), counts.view(np.int64)])
+        return self.gather([keys.astype(np.int64), counts.view(np.int64)])
 
     def share_levels(self, evaluation):
         """Every rank counts against the genuine levels of all ranks."""

@@ -71,18 +71,19 @@ def bin_range(fn, value):
     return lo, hi
 
 
-def far_targets(fn, fars):
-    """The FAR targets as a tuple of floats in [0, 1]; a scalar is one target."""
+def far_targets(fn, fars, name="fars"):
+    """The FAR (or FPIR) targets as a tuple of floats in [0, 1]; a scalar is
+    one target; `name` is the argument's."""
     if isinstance(fars, numbers.Real) and not isinstance(fars, (bool, np.bool_)):
         fars = (fars,)
     try:
         values = tuple(float(f) for f in fars)
     except (TypeError, ValueError):
-        raise TypeError("%s: fars must be a number or a sequence of numbers in [0, 1], got %r"
-                        % (fn, fars)) from None
+        raise TypeError("%s: %s must be a number or a sequence of numbers in [0, 1], got %r"
+                        % (fn, name, fars)) from None
     for far in values:
         if not 0.0 <= far <= 1.0:
-            raise ValueError("%s: fars must lie in [0, 1], got %r" % (fn, far))
+            raise ValueError("%s: %s must lie in [0, 1], got %r" % (fn, name, far))
     return values
 
 
@@ -485,15 +486,18 @@ def _int64_exact(labels):
     return labels.dtype.kind in "biu" and labels.dtype != np.uint64
 
 
-def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
+def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device,
+                      names=("labels_q", "labels_g")):
     """The labels as int32 or int64 arrays of one dtype on `device`, equal
     exactly where the labels are (what the C side compares): labels of one
     dtype converted elementwise (_comparable: no reduction and no
     synchronization; torch int32 and int64 labels pass untouched), integers
     of two dtypes that int64 holds widened to it; other labels of two dtypes
-    as codes of their distinct values, made on the host."""
-    labels_q = label_array(fn, "labels_q", labels_q, n_query, "queries")
-    labels_g = label_array(fn, "labels_g", labels_g, n_gallery, "gallery entries")
+    as codes of their distinct values, made on the host. `names`: the two
+    arguments' names (cameras are compared the same way)."""
+    name_q, name_g = names
+    labels_q = label_array(fn, name_q, labels_q, n_query, "queries")
+    labels_g = label_array(fn, name_g, labels_g, n_gallery, "gallery entries")
     same_kind = _ffi.is_tensor(labels_q) == _ffi.is_tensor(labels_g)
     if same_kind and labels_q.dtype == labels_g.dtype:
         labels_q, labels_g = _comparable(labels_q), _comparable(labels_g)
@@ -501,8 +505,8 @@ def comparable_labels(fn, labels_q, labels_g, n_query, n_gallery, device):
         labels_q, labels_g = _widened(labels_q), _widened(labels_g)
     else:
         labels_q, labels_g = _mixed_codes(labels_q, labels_g)
-    return (to_device(fn, "labels_q", labels_q, device),
-            to_device(fn, "labels_g", labels_g, device))
+    return (to_device(fn, name_q, labels_q, device),
+            to_device(fn, name_g, labels_g, device))
 
 
 def host_labels(fn, name, labels):

@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int u = 0; u < kHalfLoads; u++)
                 v[u] = __ldcs(tile + half * (kHalfTilePairs / 4) + threadIdx.x + u * kThreads);
+            counter.at_half_tile(m0, n0, half);
             const uint32_t done = whole ? counter.count_whole(v) : 0u;
             /* the quads left, a loop not unrolled: this kernel is bound by
              * fetching its instructions, and eight copies of the policies'
@@ -105,8 +106,8 @@ __global__ void __launch_bounds__(kThreads)
                 const float s[4] = {x.x, x.y, x.z, x.w};
                 int64_t row[4], col[4];
                 bool use[4];
-                quad_pairs(op, p, m0, n0, half * 64 + f / 32, (f % 32) * 4, whole, true, row,
-                           col, use);
+                quad_pairs(op, p, m0, n0, half * kHalfTileRows + f / 32, (f % 32) * 4, whole,
+                           true, row, col, use);
                 counter.pairs(row, col, s, use);
             }
         }
@@ -121,6 +122,7 @@ class StoreScores {
   public:
     __device__ StoreScores(const PassParams &p, uint32_t *) : p_(p) {}
     __device__ void begin_block() {}
+    __device__ __forceinline__ void at_half_tile(int64_t, int64_t, int) {}
     template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&)[kN])
     {
         return 0;
@@ -369,6 +371,34 @@ cudaError_t run_pass(roc_eval_cuda *ev, Policy policy, const PassParams &p, int6
         return launch_pass<PartitionKeys>(ev, p, list_begin, op, tile_from, tile_to);
     }
     return cudaErrorInvalidValue;
+}
+
+/* The rank count's passes (roc_rank_kernel.cu), persistent grids of the
+ * count's blocks: rows [p.row_begin, p.row_end) of a score matrix, or the
+ * stored tiles [q.tile_begin, q.tile_end) of `chunk`. */
+template <typename Kernel> cudaError_t persistent_blocks(Kernel kernel, int *blocks)
+{
+    int per_sm = 0;
+    EXT_CUDA_TRY(ext_blocks_per_sm(reinterpret_cast<const void *>(kernel), kThreads, 0, &per_sm));
+    *blocks = ext_sm_count() * std::max(per_sm, 1);
+    return cudaSuccess;
+}
+
+cudaError_t count_rank_matrix(cudaStream_t stream, const float *score, const PassParams &p)
+{
+    int blocks = 0;
+    EXT_CUDA_TRY(persistent_blocks(score_pass_kernel<RankCount>, &blocks));
+    score_pass_kernel<RankCount><<<blocks, kThreads, 0, stream>>>(score, p);
+    return cudaGetLastError();
+}
+
+cudaError_t count_rank_tiles(cudaStream_t stream, const Operands &op, const PassParams &q,
+                             float *chunk)
+{
+    int blocks = 0;
+    EXT_CUDA_TRY(persistent_blocks(count_tiles_kernel<RankCount>, &blocks));
+    count_tiles_kernel<RankCount><<<blocks, kThreads, 0, stream>>>(op, q, chunk);
+    return cudaGetLastError();
 }
 
 /* Zeroed counters for `levels` (exact), or for the bins; the totals too; and

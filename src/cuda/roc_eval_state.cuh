@@ -13,6 +13,8 @@
  *                         set-aside keys, the level index
  *   roc_partition.cu      the partitioned exact count (ranges, partition, drain)
  *   roc_sorted.cu         counting by sorting (flat scores with many levels, the curve)
+ *   roc_rank_kernel.cu    the rank count's backend (1:N identification), over the
+ *                         same passes with the RankCount policy
  *
  * roc_eval_kernel.cu holds the backend's calls. C++ only.
  */
@@ -314,7 +316,8 @@ cudaError_t store_ahead(roc_eval_cuda *ev, const Operands &op, const PassParams 
 cudaError_t store_first_tiles(roc_eval_cuda *ev);
 
 /* roc_eval_count.cu: the counters and level index for the genuine levels,
- * a pass's parameters, one pass of a count policy, the stored scores. */
+ * a pass's parameters, one pass of a count policy, the stored scores, the
+ * rank count's passes. */
 cudaError_t set_levels(roc_eval_cuda *ev, const roc_genuine_levels *levels,
                        const roc_level_index *shape, bool found);
 PassParams pass_params(roc_eval_cuda *ev, int64_t row_begin, int64_t row_end, uint32_t *keys);
@@ -323,6 +326,9 @@ cudaError_t run_pass(roc_eval_cuda *ev, Policy policy, const PassParams &p, int6
 cudaError_t merge_block_tops(roc_eval_cuda *ev, int n_blocks);
 cudaError_t store_scores(cudaStream_t stream, const Operands &op, const PassParams &q,
                          float *chunk, int blocks);
+cudaError_t count_rank_matrix(cudaStream_t stream, const float *score, const PassParams &p);
+cudaError_t count_rank_tiles(cudaStream_t stream, const Operands &op, const PassParams &q,
+                             float *chunk);
 
 /* roc_partition.cu: the ranges of the levels and their segments, the
  * partition of stored tiles, the drain of the segments. */

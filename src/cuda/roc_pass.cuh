@@ -25,7 +25,7 @@ namespace roc_count {
 /* The count policies (roc_count.cuh: one functor each). The plan names the
  * policy a pass runs (roc_eval_plan.cu's policy_of and pass_policy), and
  * run_pass (roc_eval_count.cu) maps it to its functor. */
-enum class Policy { kExact, kBinned, kCurve, kAside, kPartitioned };
+enum class Policy { kExact, kBinned, kCurve, kAside, kPartitioned, kRank };
 
 constexpr int kThreads = 256; /* the counting passes' block */
 
@@ -51,7 +51,9 @@ constexpr int kHistogram = kMaxRanges + 1;
  * 8,192 buckets (16 KB) keep two partition blocks a multiprocessor
  * (dev/NOTES.md, partition/drain, "Range sizes and the range index"). */
 constexpr int kRangeBuckets = 8192;
-constexpr int kHalfTilePairs = 64 * 128;
+constexpr int kTileColumns = 128; /* a stored tile's row (roc_tiles.cuh checks it) */
+constexpr int kHalfTileRows = 64;
+constexpr int kHalfTilePairs = kHalfTileRows * kTileColumns;
 /* the partition stages a stored tile's keys at once: each range's keys of
  * them are one run of stores to its segment (dev/NOTES.md, partition/drain) */
 constexpr int kSortKeys = 2 * kHalfTilePairs;
@@ -127,6 +129,28 @@ struct RangePartition {
     const uint2 *stage_owner;
 };
 
+/* The rank count's protocol and per-query state (RankCount, roc_count.cuh;
+ * src/roc_rank.h has the semantics): the labels (and cameras) as int64, and
+ * each query's mates that create found, with their counters. */
+struct RankParams {
+    const int64_t *labels_q, *labels_g;
+    const int64_t *cams_q, *cams_g; /* null: no cameras */
+    int same_set;                   /* query i is gallery entry row_offset + i: excluded */
+    int has_junk;                   /* gallery entries labelled `junk` are excluded */
+    int64_t junk;
+    const int64_t *first;           /* Q + 1: query i's mates are [first[i], first[i + 1]) */
+    const uint32_t *mate_key;       /* P: their keys, ascending within a query */
+    const uint32_t *lowest;         /* Q: the query's lowest mate key (0xffffffff: none) */
+    /* gap[first[i] + i + u]: non-mates strictly between mate keys u - 1 and u
+     * (above the lowest: u >= 1); tied[first[i] + u]: on mate key u, the
+     * first of equal ones */
+    unsigned long long *gap, *tied;
+    /* Q: the best non-mate as key << 32 | (0xffffffff - gallery index), so
+     * that the larger is the higher key, then the lower index; 0: none */
+    unsigned long long *best;
+    unsigned long long *nan_nonmates; /* Q */
+};
+
 // ----------------------------------------------------------------------------
 // what a counting pass needs (by value, as a kernel argument)
 
@@ -163,6 +187,8 @@ struct PassParams {
     uint32_t *aside_keys;
     uint32_t *aside_used;
     uint32_t aside_segment;
+    /* rank */
+    RankParams rank;
     /* feature pass: the tiles of its operands this launch walks, and the
      * first of the launches that share the blocks' top-key slots */
     int64_t tile_begin, tile_end, tile_first;

@@ -20,6 +20,8 @@ using namespace roc_count;
 
 constexpr int kGroupRows = 8;             /* feature pass: row tiles that share column tiles */
 constexpr int64_t kTilePairs = int64_t(roc_gemm::kBM) * roc_gemm::kBN;
+static_assert(roc_gemm::kBN == kTileColumns && roc_gemm::kBM == 2 * kHalfTileRows,
+              "the count policies' view of a stored tile");
 /* the feature pass's tile product (roc_gemm.cuh; dev/cuda/roc_gemm.cu chose it:
  * version 11, alone in its kernel since the count has its own) */
 using FeatureTile = roc_gemm::PipelinedTile;

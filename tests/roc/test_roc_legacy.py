@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from _ext import _ffi, roc
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from build import ROOT  # the checkout: build.py sits at its root
 
 
 def reference_legacy(score, labels_q, labels_g, nbins):

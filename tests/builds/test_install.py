@@ -27,7 +27,7 @@ from sklearn.metrics import roc_auc_score
 
 tomllib = pytest.importorskip("tomllib")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ext_build.ROOT  # the checkout
 TORCH_PIN = "torch==" + torch.__version__.split("+")[0]
 # bounded network steps: a dead network fails fast, and never hangs the suite
 PIP_NETWORK = ["--timeout", "30", "--retries", "1"]

@@ -11,13 +11,14 @@ import sys
 import pytest
 
 import _ext
-from _ext.tools import plot_roc, roc, roc11, roc_table
+from _ext.tools import plot_roc, rank, roc, roc11, roc_table
 from cli_common import (ROOT, call, command_without, in_tmp, one_line,  # noqa: F401  (in_tmp)
                         read_json, script_without, without_run_details, write_sets)
 
 tomllib = pytest.importorskip("tomllib")
 
-TOOLS = {"ext-roc": roc, "ext-roc11": roc11, "ext-plot-roc": plot_roc, "ext-roc-table": roc_table}
+TOOLS = {"ext-roc": roc, "ext-roc11": roc11, "ext-plot-roc": plot_roc, "ext-roc-table": roc_table,
+         "ext-rank": rank}
 
 
 def scripts_of_pyproject():
@@ -73,6 +74,8 @@ def sets(in_tmp, rng):
      "ext-roc: --plot " + MATPLOTLIB),
     ("roc11.py", ["query.npz", "gallery.npz", "--out", "r.png"], "ext-roc11: --out " + MATPLOTLIB),
     ("plot_roc.py", ["r.png", "curve.npz"], "ext-plot-roc: drawing curves " + MATPLOTLIB),
+    ("rank.py", ["query.npz", "gallery.npz", "--json", "r.json", "--plot", "r.png"],
+     "ext-rank: --plot " + MATPLOTLIB),
 ])
 def test_a_plot_without_matplotlib_fails_before_the_work(sets, name, args, line):
     done = script_without(["matplotlib", "torch"], name, *args, cwd=sets)

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from _ext import roc
+from build import ROOT  # the checkout: build.py sits at its root
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from compare_mxnet import Side, account, find_mxnet_python, tar_at_far  # noqa: E402

@@ -9,9 +9,8 @@ import time
 import pytest
 import torch
 
-from cli_common import load_script
+from cli_common import ROOT, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_ops_interp.py")
 
 

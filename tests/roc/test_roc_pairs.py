@@ -1,7 +1,8 @@
 """Lists of pairs (evaluate_pairs, roc_curve_pairs), the pair conventions
-(ordered same-set pairs), and the streaming accumulator, against
-scikit-learn and the one-shot evaluation; GPU against CPU on the GPU machine.
-The nearest_sklearn rule has its own file (test_roc_far_rules.py)."""
+(ordered same-set pairs), against scikit-learn; GPU against CPU on the GPU
+machine. The nearest_sklearn rule: test_roc_far_rules.py; the accumulator's
+batches of pairs: test_roc_accumulator.py; the GPU's sorted count:
+test_roc_strategies_gpu.py."""
 
 import numpy as np
 import pytest
@@ -162,50 +163,6 @@ def test_ordered_same_set_reads_both_triangles(rng):
 
 
 # ---------------------------------------------------------------------------
-# streaming
-
-def test_accumulator_batches_equal_one_shot(rng):
-    gallery = rng.normal(size=(50, 16)).astype(np.float32)
-    labels_g = rng.integers(0, 8, 50)
-    queries = rng.normal(size=(130, 16)).astype(np.float32)
-    labels_q = rng.integers(0, 8, 130)
-    for mode in ("exact", "binned"):
-        acc = roc.RocAccumulator(labels_g, gallery, mode=mode, bins=256)
-        for start in range(0, 130, 40):
-            acc.update(labels_q[start:start + 40], queries[start:start + 40].copy())
-        got = acc.compute()
-        want = roc.evaluate(labels_q, labels_g, feat_q=queries, feat_g=gallery, mode=mode,
-                            bins=256)
-        assert got.auc == want.auc and got.n_genuine == want.n_genuine
-        np.testing.assert_array_equal(got.fpr, want.fpr)
-        np.testing.assert_array_equal(got.true_accepts, want.true_accepts)
-
-
-@pytest.mark.parametrize("mode", ["exact", "binned"])
-def test_accumulator_of_pairs_and_reuse_of_buffers(rng, mode):
-    genuine, score = flat_pairs(rng, 3000, "ties")
-    acc = roc.RocAccumulator(mode=mode)
-    buffer = np.empty(1000, np.float32)
-    for start in range(0, 3000, 1000):
-        buffer[:] = score[start:start + 1000]
-        acc.update(genuine[start:start + 1000], buffer)  # the batch is copied or counted
-    want = roc.evaluate_pairs(genuine, score, mode=mode)
-    got = acc.compute()
-    assert got.auc == want.auc
-    np.testing.assert_array_equal(got.false_accepts, want.false_accepts)
-    acc.reset()
-    with pytest.raises(ValueError, match="RocAccumulator: compute\\(\\) before any update"):
-        acc.compute()
-
-
-def test_accumulator_errors():
-    with pytest.raises(ValueError, match="RocAccumulator: give labels_g and feat_g"):
-        roc.RocAccumulator(np.zeros(3))
-    with pytest.raises(ValueError, match="RocAccumulator: mode must be one of"):
-        roc.RocAccumulator(mode="fast")
-
-
-# ---------------------------------------------------------------------------
 # GPU against CPU (GPU machine)
 
 @pytest.mark.gpu
@@ -219,36 +176,6 @@ def test_gpu_pairs_equal_cpu(rng, mode):
     np.testing.assert_array_equal(gpu.true_accepts, cpu.true_accepts)
     np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
     assert gpu.n_nan == cpu.n_nan and gpu.auc == cpu.auc
-
-
-@pytest.mark.gpu
-def test_gpu_pairs_with_millions_of_levels_equal_cpu(rng):
-    """Past 2^20 genuine levels the GPU counts flat scores sorted, step by step."""
-    genuine, score = flat_pairs(rng, 3_000_000, positive=0.5)
-    score[::1000] = np.nan
-    cpu = roc.evaluate_pairs(genuine, score)
-    gpu = roc.evaluate_pairs(torch.from_numpy(genuine).cuda(), torch.from_numpy(score).cuda(),
-                             chunk=1_000_000)
-    assert len(cpu.counts["genuine_scores"]) > 1 << 20
-    for name in ("genuine", "impostor_at", "impostor_between", "impostor_between_min"):
-        np.testing.assert_array_equal(gpu.counts[name], cpu.counts[name])
-    np.testing.assert_array_equal(gpu.false_accepts, cpu.false_accepts)
-    assert (gpu.n_nan, gpu.auc) == (cpu.n_nan, cpu.auc)
-
-
-@pytest.mark.gpu
-def test_gpu_sorted_strategy_equals_cpu(rng, monkeypatch):
-    """The sorted count of flat scores (EXT_ROC_STRATEGY=sorted: chosen
-    whatever the levels), over several steps, NaN and infinite scores among them."""
-    genuine, score = flat_pairs(rng, 200_000, "special")
-    cpu = roc.evaluate_pairs(genuine, score)
-    monkeypatch.setenv("EXT_ROC_STRATEGY", "sorted")
-    gpu = roc.evaluate_pairs(torch.from_numpy(genuine).cuda(), torch.from_numpy(score).cuda(),
-                             chunk=30_000)
-    for name in ("genuine", "impostor_at", "impostor_between", "impostor_between_min"):
-        np.testing.assert_array_equal(gpu.counts[name], cpu.counts[name])
-    np.testing.assert_array_equal(gpu.thresholds, cpu.thresholds)
-    assert (gpu.n_nan, gpu.auc) == (cpu.n_nan, cpu.auc)
 
 
 @pytest.mark.gpu

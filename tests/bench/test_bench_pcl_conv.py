@@ -8,9 +8,8 @@ import sys
 import pytest
 import torch
 
-from cli_common import load_script
+from cli_common import ROOT, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_ops_pcl_conv.py")
 
 

@@ -1,8 +1,8 @@
-"""Run under torchrun on a machine with 2+ GPUs (tests/test_roc_distributed.py
+"""Run under torchrun on a machine with 2+ GPUs (tests/roc/test_roc_distributed.py
 does): evaluation across the ranks through NCCL, each rank on its own GPU,
 equals one GPU's evaluation of all the pairs, count for count, and a failure
 or disagreement on one rank is the same error on every rank (as with gloo,
-tests/test_roc_distributed_errors.py). Prints "nccl equality: ok" on rank 0
+tests/roc/test_roc_distributed_errors.py). Prints "nccl equality: ok" on rank 0
 when every case matched."""
 
 import os
@@ -12,7 +12,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the checkout, two folders up from tests/roc/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from _ext import roc  # noqa: E402
 

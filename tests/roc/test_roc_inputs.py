@@ -249,6 +249,29 @@ def test_pair_scores_output_on_a_device_that_is_not_there():
         roc.pair_scores(features, features)
 
 
+@pytest.mark.gpu
+def test_pair_scores_output_beyond_device_memory():
+    """2^17 x 2^30 scores (512 TiB; a broadcast gallery costs nothing): a
+    MemoryError naming pair_scores, not torch's OutOfMemoryError."""
+    feat_q = torch.ones(1 << 17, 1, device="cuda")
+    feat_g = torch.ones(1, 1, device="cuda").expand(1 << 30, 1)
+    with pytest.raises(MemoryError, match=r"^pair_scores: cannot allocate score \(131072, "
+                                          r"1073741824\) on cuda:0 \("):
+        roc.pair_scores(feat_q, feat_g)
+    assert torch.equal(roc.pair_scores(feat_q[:2], feat_g[:3].contiguous()),
+                       torch.ones(2, 3, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_pair_scores_output_on_an_invalid_device_ordinal():
+    """Features a producer places on a CUDA device that is not there: the
+    allocator's invalid device ordinal as a RuntimeError naming pair_scores."""
+    features = DLPackOnly(np.zeros((2, 3), np.float32), device=(2, torch.cuda.device_count()))
+    with pytest.raises(RuntimeError, match=r"^pair_scores: cannot allocate score \(2, 2\) on "
+                                           r"cuda:%d \(" % torch.cuda.device_count()):
+        roc.pair_scores(features, features)
+
+
 @pytest.mark.parametrize("entry", ["set_keys", "set_levels"])
 def test_counts_set_from_elsewhere_need_arrays_and_a_count(entry):
     """roc_eval_set_keys and roc_eval_set_levels (what a group's reduction

@@ -2,13 +2,14 @@
 in one form whatever form it came in (torch, NumPy, lists, mixed from batch
 to batch), and the stream's labels_q keep the first batch's dtype: a later
 batch that dtype cannot hold exactly is refused there, never promoted. The
-report equals the one-shot evaluation of the batches taken; GPU twins on
-the GPU machine."""
+report equals the one-shot evaluation of the batches taken, of queries or of
+pairs; GPU twins on the GPU machine."""
 
 import numpy as np
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
+from test_roc_pairs import flat_pairs
 
 from _ext import roc
 
@@ -30,6 +31,43 @@ def gallery(rng, device="cpu"):
     feat_g = torch.from_numpy(rng.normal(size=(6, 8)).astype(np.float32)).to(device)
     feat_q = torch.from_numpy(rng.normal(size=(5, 8)).astype(np.float32)).to(device)
     return labels_g, feat_g, feat_q
+
+
+# ---------------------------------------------------------------------------
+# batches of queries or of pairs against the one-shot evaluation
+
+def test_accumulator_batches_equal_one_shot(rng):
+    gallery = rng.normal(size=(50, 16)).astype(np.float32)
+    labels_g = rng.integers(0, 8, 50)
+    queries = rng.normal(size=(130, 16)).astype(np.float32)
+    labels_q = rng.integers(0, 8, 130)
+    for mode in ("exact", "binned"):
+        acc = roc.RocAccumulator(labels_g, gallery, mode=mode, bins=256)
+        for start in range(0, 130, 40):
+            acc.update(labels_q[start:start + 40], queries[start:start + 40].copy())
+        got = acc.compute()
+        want = roc.evaluate(labels_q, labels_g, feat_q=queries, feat_g=gallery, mode=mode,
+                            bins=256)
+        assert got.auc == want.auc and got.n_genuine == want.n_genuine
+        np.testing.assert_array_equal(got.fpr, want.fpr)
+        np.testing.assert_array_equal(got.true_accepts, want.true_accepts)
+
+
+@pytest.mark.parametrize("mode", ["exact", "binned"])
+def test_accumulator_of_pairs_and_reuse_of_buffers(rng, mode):
+    genuine, score = flat_pairs(rng, 3000, "ties")
+    acc = roc.RocAccumulator(mode=mode)
+    buffer = np.empty(1000, np.float32)
+    for start in range(0, 3000, 1000):
+        buffer[:] = score[start:start + 1000]
+        acc.update(genuine[start:start + 1000], buffer)  # the batch is copied or counted
+    want = roc.evaluate_pairs(genuine, score, mode=mode)
+    got = acc.compute()
+    assert got.auc == want.auc
+    np.testing.assert_array_equal(got.false_accepts, want.false_accepts)
+    acc.reset()
+    with pytest.raises(ValueError, match="RocAccumulator: compute\\(\\) before any update"):
+        acc.compute()
 
 
 # ---------------------------------------------------------------------------
@@ -229,6 +267,13 @@ def test_bad_galleries_are_refused_at_construction():
         roc.RocAccumulator([1, 2], np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="^RocAccumulator: labels_g holds 0.5"):
         roc.RocAccumulator([1, 0.5], np.zeros((2, 4), np.float32))
+
+
+def test_accumulator_errors():
+    with pytest.raises(ValueError, match="RocAccumulator: give labels_g and feat_g"):
+        roc.RocAccumulator(np.zeros(3))
+    with pytest.raises(ValueError, match="RocAccumulator: mode must be one of"):
+        roc.RocAccumulator(mode="fast")
 
 
 def test_default_pos_label_rule_covers_every_batch(rng):

@@ -1,8 +1,9 @@
 """Out of memory on the way: every CUDA entry point, with its k-th device (or
 host) allocation made to fail by the test hook (ext_test_fail_allocations),
 raises MemoryError naming its function, leaks no device memory, and works on
-the next call. GPU machine; the CPU side's host failures are in
-tests/test_roc_inputs.py."""
+the next call. GPU machine; the evaluator's host failures on the CPU, and
+pair_scores' outputs that cannot be allocated, are in
+tests/roc/test_roc_inputs.py."""
 
 import numpy as np
 import pytest
@@ -96,25 +97,3 @@ def test_hook_is_off_by_default():
     assert np.isfinite(roc.evaluate(torch.arange(4, device="cuda") % 2,
                                     torch.arange(4, device="cuda") % 2,
                                     score=torch.rand(4, 4, device="cuda")).auc)
-
-
-def test_pair_scores_output_beyond_device_memory():
-    """2^17 x 2^30 scores (512 TiB; a broadcast gallery costs nothing): a
-    MemoryError naming pair_scores, not torch's OutOfMemoryError."""
-    feat_q = torch.ones(1 << 17, 1, device="cuda")
-    feat_g = torch.ones(1, 1, device="cuda").expand(1 << 30, 1)
-    with pytest.raises(MemoryError, match=r"^pair_scores: cannot allocate score \(131072, "
-                                          r"1073741824\) on cuda:0 \("):
-        roc.pair_scores(feat_q, feat_g)
-    assert torch.equal(roc.pair_scores(feat_q[:2], feat_g[:3].contiguous()),
-                       torch.ones(2, 3, device="cuda"))
-
-
-def test_pair_scores_output_on_an_invalid_device_ordinal():
-    """Features a producer places on a CUDA device that is not there: the
-    allocator's invalid device ordinal as a RuntimeError naming pair_scores."""
-    from test_roc_inputs import DLPackOnly
-    features = DLPackOnly(np.zeros((2, 3), np.float32), device=(2, torch.cuda.device_count()))
-    with pytest.raises(RuntimeError, match=r"^pair_scores: cannot allocate score \(2, 2\) on "
-                                           r"cuda:%d \(" % torch.cuda.device_count()):
-        roc.pair_scores(features, features)

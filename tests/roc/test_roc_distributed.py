@@ -14,8 +14,6 @@ from distributed_common import launch
 from _ext import roc
 from _ext.roc._distributed import _shard
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 # ---------------------------------------------------------------------------
 # the data every rank and the single process see
@@ -215,7 +213,7 @@ def test_shards_cover_the_rows_and_balance_the_triangle(world, n):
 # ---------------------------------------------------------------------------
 # the 2-GPU machine: NCCL
 
-NCCL_SCRIPT = os.path.join(ROOT, "tests", "nccl_equality.py")
+NCCL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl_equality.py")
 
 
 @pytest.mark.gpu

@@ -581,7 +581,7 @@ def tap_resize(x, size, mode, scale_h, scale_w):
     """x (NumPy float64) resized by blending each output's two taps along
     each axis, (1 - l) a + l b, the arithmetic torch and _ext.upsample do (a
     weight of 0 times an infinite input is NaN in all three), where the
-    interpolation matrices of tests/test_upsample.py would spread one
+    interpolation matrices of tests/ops/test_upsample.py would spread one
     infinite input over a whole row."""
     h0, h1, lh = taps(x.shape[2], size[0], mode, scale_h, x.dtype.type)
     w0, w1, lw = taps(x.shape[3], size[1], mode, scale_w, x.dtype.type)

@@ -16,7 +16,7 @@ from cffi import FFI
 
 import build as ext_build  # build.py: pytest.ini puts the checkout on sys.path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ext_build.ROOT  # the tree under test: the checkout, or make test-sanitize's
 UNDER_SANITIZER = "libasan" in os.environ.get("LD_PRELOAD", "")
 
 PROBE_C = """

@@ -10,7 +10,7 @@ from _ext import roc
 from _ext.tools import lfw
 from _ext.tools import roc as roc_tool
 from cli_common import call, in_tmp, one_line, read_json  # noqa: F401
-from test_roc_verification import insightface_evaluate
+from insightface_verification import insightface_evaluate
 
 NAMES = ["Abel_Pacheco", "Akhmed_Zakayev", "Amber_Tamblyn", "Anders_Fogh_Rasmussen",
          "Angela_Bassett", "Ann_Veneman", "Anthony_Fauci", "Antonio_Banderas"]
