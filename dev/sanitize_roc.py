@@ -20,8 +20,9 @@ pairs and a shard of a set's rows; the partitioned exact count (tens of
 thousands of levels from features, segments that fill) and the keys set
 aside (a buffer that fills); lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode; flat scores counted
-sorted); bad flags and indices. rank.evaluate (the 1:N count): a score
-matrix and features, tile edges, NaN pairs, cameras, junk ids, one set.
+sorted); bad flags and indices; nearest_sklearn's probing passes and the
+curve of every point. rank.evaluate (the 1:N count): a score matrix and
+features, tile edges, NaN pairs, cameras, junk ids, one set.
 """
 
 import os
@@ -85,7 +86,32 @@ def evaluator_cases(generator, small):
                 ran += 1
         ran += shard_cases(labels, feats)
     return ran + block_cases(generator, ("exact", "binned", "curve")) + \
-        partition_cases(generator) + aside_cases(generator) + pair_list_cases(generator)
+        partition_cases(generator) + aside_cases(generator) + pair_list_cases(generator) + \
+        far_rule_cases(generator)
+
+
+def far_rule_cases(generator):
+    """nearest_sklearn in exact mode, whose undecided rows the GPU leaves to
+    probing passes (exact passes with the probed keys as levels, thousands of
+    them): scores on a thousandth's grid (runs of tied impostors), from a score
+    matrix and as a list of pairs, and from features; roc_curve of every
+    point."""
+    labels_q = torch.randint(0, 16, (60,), device="cuda", generator=generator)
+    labels_g = torch.randint(0, 16, (90,), device="cuda", generator=generator)
+    feat_q = torch.randn(60, 8, device="cuda", generator=generator)
+    feat_g = torch.randn(90, 8, device="cuda", generator=generator)
+    score = torch.round(roc.pair_scores(feat_q, feat_g) * 1000) / 1000
+    genuine = (labels_q[:, None] == labels_g[None, :]).ravel()
+    fars = tuple(i / 400 for i in range(401))
+    reports = [roc.evaluate(labels_q, labels_g, score=score, fars=fars,
+                            far_rule="nearest_sklearn"),
+               roc.evaluate(labels_q, labels_g, feat_q=feat_q, feat_g=feat_g, fars=fars,
+                            far_rule="nearest_sklearn"),
+               roc.evaluate_pairs(genuine, score.ravel(), fars=fars, far_rule="nearest_sklearn")]
+    assert all(report.passes > 1 for report in reports), "no probing pass ran"
+    roc.roc_curve(labels_q, labels_g, score=score, drop_intermediate=False)
+    roc.roc_curve_pairs(genuine, score.ravel(), drop_intermediate=False)
+    return 5
 
 
 def partition_cases(generator):

@@ -43,7 +43,10 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *                         the caller may reduce them in place across processes)
  *   roc_eval_summarize    the curve, AUC, EER and TAR@FAR from the host counts
  *                         (roc_summary_options: the rules of the EER and TAR@FAR,
- *                         a partial AUC)
+ *                         a partial AUC, every point of the curve)
+ *   roc_eval_set_gap_keys exact mode, nearest_sklearn: what a further pass over
+ *                         the same pairs found of the rows a summary left pending
+ *                         (roc_summary.far_pending_gap), for the next summary
  *
  * Labels come as integers: labels_q (Q,) and labels_g (G,), both int32 or both
  * int64, any values; pair (i, j) is genuine when labels_q[i] == labels_g[j].
@@ -61,7 +64,8 @@ int roc_hist_cuda(const ext_tensor *score, const ext_tensor *histo1, const ext_t
  *
  * Modes:
  *   ROC_MODE_EXACT   one pass, memory O(genuine pairs): the exact curve at all
- *                    of its corners, exact AUC, EER and TAR@FAR
+ *                    of its corners, exact AUC, EER and TAR@FAR (nearest_sklearn
+ *                    may leave rows to further passes: roc_eval_set_gap_keys)
  *   ROC_MODE_BINNED  one pass: numpy.histogram's uniform bins over [lo, hi]
  *   ROC_MODE_CURVE   scikit-learn's roc_curve point for point: counts every
  *                    distinct score, memory O(distinct scores)
@@ -106,6 +110,10 @@ typedef struct {
     int64_t step_rows;       /* rows each roc_eval_add_rows call is given, from row 0, where
                                 the caller knows (0: not said): the GPU's feature pass may
                                 start on the first call's rows before it comes */
+    int32_t low_keys;        /* exact mode, the CPU: keep up to this many of the lowest
+                                distinct scores of every gap between genuine scores, with
+                                their pairs (fewer where the levels are many; 0: none), for
+                                nearest_sklearn (roc_eval_set_gap_keys says why) */
 } roc_eval_config;
 
 /* An evaluator's levels and counts, for a caller that reduces them across
@@ -141,6 +149,10 @@ typedef struct {
     int32_t eer_rule;          /* roc_eer_rule */
     double max_fpr;            /* partial AUC over FPR in [0, max_fpr], max_fpr in (0, 1];
                                   0: none */
+    int32_t every_point;       /* curve mode: a point at every distinct score, as
+                                  scikit-learn's roc_curve(drop_intermediate=False), instead
+                                  of drop_intermediate's; no FAR targets then (the rules are
+                                  defined on drop_intermediate's points) */
 } roc_summary_options;
 
 /* The result; arrays are owned by it (roc_summary_free). */
@@ -170,6 +182,12 @@ typedef struct {
     double *tar;
     double *far_threshold;     /* highest threshold with TPR >= tar */
     uint64_t *far_false_accepts;  /* impostor pairs at or above it */
+    int64_t *far_pending_gap;  /* exact mode, nearest_sklearn: -1 where the row is decided;
+                                  else the gap whose scores from far_pending_from (a key) up
+                                  to far_pending_end (excluded) decide it, and the row's tar
+                                  and threshold are NaN until roc_eval_set_gap_keys gives them */
+    uint32_t *far_pending_from;
+    uint32_t *far_pending_end;
     int64_t n_levels;          /* raw counts: exact, distinct genuine scores U; binned, bins */
     double *level_scores;      /* exact: the U genuine scores ascending; binned: n + 1 edges */
     uint64_t *genuine_counts;  /* per level (binned: per bin) */
@@ -212,6 +230,21 @@ int roc_eval_counts(roc_eval *eval, roc_counts_view *out /* OUT */);
 /* Curve mode: replaces the distinct keys and counts (merged across processes). */
 int roc_eval_set_keys(roc_eval *eval, const uint32_t *keys, const uint64_t *counts,
                       int64_t n_keys);
+/*
+ * Exact mode, nearest_sklearn: the distinct scores of gap `gap` (the scores
+ * strictly between genuine levels gap - 1 and gap, as roc_counts_view's gap[];
+ * here keys `from` through `through`) with the pairs on each, ascending, every
+ * score of that range with a pair listed; `from` is the row's
+ * far_pending_from, so that what is known of the gap grows in order from its
+ * lowest score. Found by an exact pass over the same pairs whose levels probe
+ * those keys. InsightFace's rule takes the point of scikit-learn's
+ * drop_intermediate curve nearest the target; inside a horizontal run of
+ * impostor-only scores that curve keeps the scores whose pair count differs
+ * from the next lower one's, which only these counts tell (roc_summary.c
+ * proves which of them matter).
+ */
+int roc_eval_set_gap_keys(roc_eval *eval, int64_t gap, uint32_t from, uint32_t through,
+                          const uint32_t *keys, const uint64_t *counts, int64_t n);
 int roc_eval_summarize(roc_eval *eval, const roc_summary_options *options,
                        roc_summary **out /* OUT */);
 void roc_eval_free(roc_eval *eval);

@@ -30,6 +30,8 @@ struct roc_eval {
     roc_genuine_levels genuine;
     roc_level_index index;
     roc_counts counts;
+    roc_gap_keys *probed;  /* exact mode, nearest_sklearn: set_gap_keys' records */
+    int64_t n_probed;
     int rows_added;   /* set_levels is refused once rows are counted */
     int fetched;      /* the host counts are complete (and may be reduced) */
     int broken;       /* an earlier step failed half-way: the counts are not whole */
@@ -55,9 +57,12 @@ static int cuda_status(const roc_eval *ev, int err)
 // ---------------------------------------------------------------------------
 // host counts and the level index
 
-int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
+int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels, int64_t n_low)
 {
     free(c->exact.at); /* with gap and gap_min */
+    free(c->exact.low_keys);
+    free(c->exact.low_counts);
+    free(c->exact.low_bound);
     free(c->binned.all);
     memset(&c->exact, 0, sizeof c->exact);
     c->binned.all = NULL;
@@ -75,6 +80,16 @@ int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
         c->exact.gap = block + n;
         c->exact.gap_min = (uint32_t *)(block + 2 * n);
         memset(c->exact.gap_min, 0xff, n * sizeof(uint32_t));
+        if (n_low > 0) {
+            c->exact.low_keys = ext_malloc(n * (size_t)n_low * sizeof(uint32_t));
+            c->exact.low_counts = ext_calloc(n * (size_t)n_low, sizeof(uint32_t));
+            c->exact.low_bound = ext_malloc(n * sizeof(uint32_t));
+            if (!c->exact.low_keys || !c->exact.low_counts || !c->exact.low_bound)
+                return EXT_ERR_NOMEM;
+            memset(c->exact.low_keys, 0xff, n * (size_t)n_low * sizeof(uint32_t));
+            memset(c->exact.low_bound, 0xff, n * sizeof(uint32_t));
+            c->exact.n_low = n_low;
+        }
     } else if (mode == ROC_MODE_BINNED) {
         c->binned.all = ext_calloc((size_t)c->binned.n_bins, sizeof(uint64_t));
         if (!c->binned.all)
@@ -86,6 +101,9 @@ int roc_counts_alloc(roc_counts *c, int mode, int64_t n_levels)
 void roc_counts_free(roc_counts *c)
 {
     free(c->exact.at); /* with gap and gap_min */
+    free(c->exact.low_keys);
+    free(c->exact.low_counts);
+    free(c->exact.low_bound);
     free(c->binned.all);
     free(c->binned.edges);
     free(c->keys.keys);
@@ -167,6 +185,33 @@ static int uniform_edges(roc_eval *ev)
     return EXT_OK;
 }
 
+/* What set_gap_keys was told, forgotten. */
+static void probed_free(roc_eval *ev)
+{
+    for (int64_t r = 0; r < ev->n_probed; r++) {
+        free(ev->probed[r].keys);
+        free(ev->probed[r].counts);
+    }
+    free(ev->probed);
+    ev->probed = NULL;
+    ev->n_probed = 0;
+}
+
+/* The lowest scores of each gap the CPU pass keeps for nearest_sklearn:
+ * config.low_keys, fewer where the gaps are many, so that the lists stay
+ * within 32 MiB (at least 4 a gap); none on the GPU, whose pass does not keep
+ * them (a probing pass finds what nearest_sklearn needs there). */
+#define LOW_KEYS_BYTES ((int64_t)32 << 20)
+static int64_t low_keys_kept(const roc_eval *ev)
+{
+    if (ev->config.mode != ROC_MODE_EXACT || ev->config.low_keys <= 0 || !ev->cpu)
+        return 0;
+    int64_t fit = LOW_KEYS_BYTES / (2 * (int64_t)sizeof(uint32_t)) / (ev->genuine.n_levels + 1);
+    if (fit < 4)
+        fit = 4;
+    return ev->config.low_keys < fit ? ev->config.low_keys : fit;
+}
+
 /* Counting against ev->genuine from now on: its index, the host counters and
  * the backend's. `found`: ev->genuine is what the backend's create found (the
  * GPU backend still holds those keys). */
@@ -176,7 +221,9 @@ static int use_levels(roc_eval *ev, int found)
     if (ev->genuine.n_levels > INT32_MAX) /* the counting passes number gaps in 32 bits */
         return ext_fail(EXT_ERR_VALUE, "%s: %lld distinct genuine scores; at most 2^31 - 1 are "
                         "supported", ev->caller, (long long)ev->genuine.n_levels);
-    if (roc_counts_alloc(&ev->counts, ev->config.mode, ev->genuine.n_levels))
+    probed_free(ev);
+    if (roc_counts_alloc(&ev->counts, ev->config.mode, ev->genuine.n_levels,
+                         low_keys_kept(ev)))
         return nomem(ev, "the counters");
 #ifdef EXT_WITH_CUDA
     if (ev->cuda) { /* the index's table is made on the device */
@@ -217,6 +264,9 @@ static int check_config(const roc_eval_config *config, const char *fn)
     if (config->step_rows < 0)
         return ext_fail(EXT_ERR_VALUE, "%s: step_rows must be >= 0 (0: not said), got %lld", fn,
                         (long long)config->step_rows);
+    if (config->low_keys < 0)
+        return ext_fail(EXT_ERR_VALUE, "%s: low_keys must be >= 0, got %d", fn,
+                        (int)config->low_keys);
     return EXT_OK;
 }
 
@@ -646,6 +696,53 @@ int roc_eval_set_keys(roc_eval *ev, const uint32_t *keys, const uint64_t *counts
     return EXT_OK;
 }
 
+int roc_eval_set_gap_keys(roc_eval *ev, int64_t gap, uint32_t from, uint32_t through,
+                          const uint32_t *keys, const uint64_t *counts, int64_t n)
+{
+    int st;
+    if ((st = roc_eval_fetch(ev)))
+        return st;
+    const roc_exact_counts *e = &ev->counts.exact;
+    if (ev->config.mode != ROC_MODE_EXACT)
+        return ext_fail(EXT_ERR_VALUE, "%s: set_gap_keys is for the exact mode", ev->caller);
+    if (gap < 0 || gap > ev->genuine.n_levels || e->gap[gap] == 0)
+        return ext_fail(EXT_ERR_VALUE, "%s: set_gap_keys: gap %lld is not a gap with pairs",
+                        ev->caller, (long long)gap);
+    const uint32_t known = roc_gap_known_through(&ev->genuine, e, ev->probed, ev->n_probed, gap);
+    const uint32_t end = roc_gap_end(&ev->genuine, e, gap);
+    if (from != known + 1 || through < from || through >= end)
+        return ext_fail(EXT_ERR_VALUE, "%s: set_gap_keys: gap %lld is known through key %u and "
+                        "ends before key %u; keys %u..%u do not continue it", ev->caller,
+                        (long long)gap, known, end, from, through);
+    if (n < 0 || (n > 0 && (keys == NULL || counts == NULL)))
+        return ext_fail(EXT_ERR_VALUE, "%s: set_gap_keys needs n >= 0 keys and counts",
+                        ev->caller);
+    for (int64_t j = 0; j < n; j++)
+        if (keys[j] < from || keys[j] > through || (j > 0 && keys[j] <= keys[j - 1]) ||
+            counts[j] == 0)
+            return ext_fail(EXT_ERR_VALUE, "%s: set_gap_keys: the keys must be distinct, "
+                            "ascending, within %u..%u, each with a pair", ev->caller, from,
+                            through);
+    roc_gap_keys *grown = ext_realloc(ev->probed, (size_t)(ev->n_probed + 1) * sizeof *grown);
+    if (!grown)
+        return nomem(ev, "the probed scores");
+    ev->probed = grown;
+    roc_gap_keys *r = &ev->probed[ev->n_probed];
+    *r = (roc_gap_keys){gap, from, through, n, ext_malloc((size_t)(n ? n : 1) * sizeof *keys),
+                        ext_malloc((size_t)(n ? n : 1) * sizeof *counts)};
+    if (!r->keys || !r->counts) {
+        free(r->keys);
+        free(r->counts);
+        return nomem(ev, "the probed scores");
+    }
+    if (n > 0) { /* (memcpy from NULL is undefined, even of 0 bytes) */
+        memcpy(r->keys, keys, (size_t)n * sizeof *keys);
+        memcpy(r->counts, counts, (size_t)n * sizeof *counts);
+    }
+    ev->n_probed++;
+    return EXT_OK;
+}
+
 int roc_eval_summarize(roc_eval *ev, const roc_summary_options *options, roc_summary **out)
 {
     int st;
@@ -657,7 +754,8 @@ int roc_eval_summarize(roc_eval *ev, const roc_summary_options *options, roc_sum
         return nomem(ev, "the summary");
     const roc_counts *c = &ev->counts;
     if (ev->config.mode == ROC_MODE_EXACT)
-        st = roc_summarize_exact(&ev->genuine, &c->exact, &c->totals, options, s);
+        st = roc_summarize_exact(&ev->genuine, &c->exact, &c->totals, options, ev->probed,
+                                 ev->n_probed, s);
     else if (ev->config.mode == ROC_MODE_BINNED)
         st = roc_summarize_binned(&ev->genuine, &c->binned, &c->totals, options, s);
     else
@@ -697,6 +795,7 @@ void roc_eval_free(roc_eval *ev)
     roc_eval_cuda_free(ev->cuda);
 #endif
     roc_eval_cpu_free(ev->cpu);
+    probed_free(ev);
     free(ev->genuine.keys);
     free(ev->genuine.counts);
     roc_level_index_free(&ev->index);

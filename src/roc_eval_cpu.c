@@ -22,6 +22,8 @@
 #include "roc_internal.h"
 #include "roc_math.h"
 
+#define LOW_LOCKS 4096 /* spin locks over nearest_sklearn's lists, gap p under p % LOW_LOCKS */
+
 struct roc_eval_cpu {
     roc_source src;
     const char *caller;
@@ -29,6 +31,7 @@ struct roc_eval_cpu {
     float *owned_q, *owned_g;
     const roc_genuine_levels *levels;    /* set_levels' */
     const roc_level_index *index;
+    unsigned char low_locks[LOW_LOCKS];
 };
 
 static int nomem(const roc_eval_cpu *b, const char *what)
@@ -286,13 +289,82 @@ static int list_genuine_levels(roc_eval_cpu *b, roc_genuine_levels *genuine, roc
 // ---------------------------------------------------------------------------
 // the counting pass
 
-/* One thread's counts, added into the evaluator's after the pass. */
+/* nearest_sklearn's lists (roc_internal.h), shared by the threads, each gap
+ * under one of the backend's spin locks: `pairs` pairs of `key` meet gap p's
+ * list. The key is counted if listed, else listed where it is among the
+ * lowest so far (the last key leaving a full list). Each key of the final
+ * list is counted at every one of its pairs: fewer keys than the list holds
+ * lie below it at any time, so it is never refused nor pushed out. low_bound,
+ * read by the pass without the lock, only falls: a stale read sends a key
+ * here to be refused. */
+static void list_add(roc_exact_counts *e, unsigned char *locks, int64_t p, uint32_t key,
+                     uint64_t pairs)
+{
+    const int64_t K = e->n_low;
+    uint32_t *keys = e->low_keys + p * K, *counts = e->low_counts + p * K;
+    unsigned char *lock = locks + p % LOW_LOCKS;
+    while (__atomic_test_and_set(lock, __ATOMIC_ACQUIRE))
+        ;
+    const int64_t lo = roc_first_key_at_least(keys, K, key); /* ROC_LOW_NONE pads the end */
+    if (lo < K && keys[lo] != key) {
+        memmove(keys + lo + 1, keys + lo, (size_t)(K - 1 - lo) * sizeof *keys);
+        memmove(counts + lo + 1, counts + lo, (size_t)(K - 1 - lo) * sizeof *counts);
+        keys[lo] = key;
+        counts[lo] = 0;
+        if (keys[K - 1] != ROC_LOW_NONE)
+            __atomic_store_n(&e->low_bound[p], keys[K - 1], __ATOMIC_RELAXED);
+    }
+    if (lo < K)
+        counts[lo] = pairs < (uint64_t)(UINT32_MAX - counts[lo]) ? counts[lo] + (uint32_t)pairs
+                                                                   : UINT32_MAX;
+    __atomic_clear(lock, __ATOMIC_RELEASE);
+}
+
+/* A thread's pairs on its way to the lists, by (gap, key): where a gap's list
+ * is not yet full every pair of the gap goes there, and on few distinct scores
+ * the threads would queue at the same locks; counted here first, they reach
+ * the lists a (gap, key) at a time (the lists' counts do not depend on when). */
+#define LOW_PENDING 1024
+typedef struct {
+    int64_t gap;
+    uint32_t key;
+    uint64_t pairs; /* 0: empty */
+} low_pending;
+
+/* One thread's counts, added into the evaluator's after the pass; and the
+ * lists it adds to (NULL where not kept). */
 typedef struct {
     uint64_t *at, *gap, *bins; /* exact: at (U), gap (U + 1); binned: bins (n + 2) */
     uint32_t *gap_min;
     uint32_t top_key;
     uint64_t top_count, n_nan, n_pairs;
+    roc_exact_counts *low;
+    unsigned char *low_locks;
+    low_pending *pending; /* LOW_PENDING */
 } local_counts;
+
+static void keep_low_key(local_counts *local, int64_t p, uint32_t key)
+{
+    const uint64_t hash = ((uint64_t)p * 0x9e3779b97f4a7c15ull) ^ (key * 0xff51afd7ed558ccdull);
+    low_pending *slot = &local->pending[(hash >> 32) % LOW_PENDING];
+    if (slot->pairs && slot->gap == p && slot->key == key) {
+        slot->pairs++;
+        return;
+    }
+    if (slot->pairs)
+        list_add(local->low, local->low_locks, slot->gap, slot->key, slot->pairs);
+    *slot = (low_pending){p, key, 1};
+}
+
+static void low_flush(local_counts *local)
+{
+    for (int i = 0; local->pending && i < LOW_PENDING; i++)
+        if (local->pending[i].pairs) {
+            list_add(local->low, local->low_locks, local->pending[i].gap, local->pending[i].key,
+                     local->pending[i].pairs);
+            local->pending[i].pairs = 0;
+        }
+}
 
 /* Counts pair score s; curve mode stores its key in *key_slot instead. */
 static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
@@ -328,8 +400,12 @@ static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
         local->at[level]++;
     } else {
         local->gap[level]++;
-        if (key < local->gap_min[level])
+        if (local->low) { /* the list's first key is the gap's lowest */
+            if (key <= __atomic_load_n(&local->low->low_bound[level], __ATOMIC_RELAXED))
+                keep_low_key(local, level, key);
+        } else if (key < local->gap_min[level]) {
             local->gap_min[level] = key;
+        }
     }
     if (key > local->top_key || local->top_count == 0) {
         local->top_key = key;
@@ -339,11 +415,16 @@ static inline void count_pair(const roc_eval_cpu *b, const roc_counts *counts,
     }
 }
 
-static int local_alloc(const roc_eval_cpu *b, const roc_counts *counts, local_counts *local)
+static int local_alloc(roc_eval_cpu *b, roc_counts *counts, local_counts *local)
 {
     const int64_t U = b->levels->n_levels;
     memset(local, 0, sizeof *local);
     if (b->src.mode == ROC_MODE_EXACT) {
+        local->low = counts->exact.n_low ? &counts->exact : NULL;
+        local->low_locks = b->low_locks;
+        local->pending = local->low ? ext_calloc(LOW_PENDING, sizeof(low_pending)) : NULL;
+        if (local->low && !local->pending)
+            return EXT_ERR_NOMEM;
         local->at = ext_calloc((size_t)U, sizeof(uint64_t));
         local->gap = ext_calloc((size_t)U + 1, sizeof(uint64_t));
         local->gap_min = ext_malloc(((size_t)U + 1) * sizeof(uint32_t));
@@ -358,19 +439,22 @@ static int local_alloc(const roc_eval_cpu *b, const roc_counts *counts, local_co
     return EXT_OK;
 }
 
-static void local_merge(const roc_eval_cpu *b, const local_counts *local, roc_counts *counts)
+static void local_merge(const roc_eval_cpu *b, local_counts *local, roc_counts *counts)
 {
     const int64_t U = b->levels->n_levels;
     counts->totals.n_pairs += local->n_pairs;
     counts->totals.n_nan += local->n_nan;
     if (b->src.mode == ROC_MODE_EXACT) {
         roc_exact_counts *e = &counts->exact;
+        low_flush(local);
         for (int64_t u = 0; u < U; u++)
             e->at[u] += local->at[u];
         for (int64_t p = 0; p <= U; p++) {
+            const uint32_t lowest = local->low ? local->low->low_keys[p * local->low->n_low]
+                                               : local->gap_min[p];
             e->gap[p] += local->gap[p];
-            if (local->gap_min[p] < e->gap_min[p])
-                e->gap_min[p] = local->gap_min[p];
+            if (lowest < e->gap_min[p])
+                e->gap_min[p] = lowest;
         }
         if (local->top_count && (local->top_key > e->top_key || !e->top_count)) {
             e->top_key = local->top_key;
@@ -389,6 +473,7 @@ static void local_merge(const roc_eval_cpu *b, const local_counts *local, roc_co
 
 static void local_free(local_counts *local)
 {
+    free(local->pending);
     free(local->at);
     free(local->gap);
     free(local->gap_min);

@@ -47,7 +47,43 @@ typedef struct {
     uint32_t *gap_min;   /* U + 1: lowest key in the gap; UINT32_MAX when empty */
     uint32_t top_key;    /* highest key of any pair; ROC_NO_KEY when none */
     uint64_t top_count;  /* pairs with that key */
+    /* nearest_sklearn (roc_eval_config.low_keys, the CPU pass): the n_low lowest
+     * distinct keys of each gap with their pairs, ascending (gap p at p * n_low);
+     * ROC_LOW_NONE after the last where the gap has fewer; a count saturates at
+     * UINT32_MAX. low_bound[p] is the list's last key once it is full, else
+     * ROC_LOW_NONE: a key above it cannot enter the list. */
+    int64_t n_low;
+    uint32_t *low_keys;
+    uint32_t *low_counts;
+    uint32_t *low_bound;
 } roc_exact_counts;
+
+#define ROC_LOW_NONE UINT32_MAX /* a NaN's key: never a score's */
+
+/* The first of n ascending keys at or above `key`, else n. */
+static inline int64_t roc_first_key_at_least(const uint32_t *keys, int64_t n, uint32_t key)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Exact mode, nearest_sklearn: what a probing pass found of one gap (roc.h's
+ * roc_eval_set_gap_keys): every key from `from` through `through` with a pair,
+ * ascending, and its pairs. */
+typedef struct {
+    int64_t gap;
+    uint32_t from, through;
+    int64_t n;
+    uint32_t *keys;
+    uint64_t *counts;
+} roc_gap_keys;
 
 /* Binned mode: all pairs per bin of numpy.histogram's uniform edges (the
  * arguments of roc_uniform_bin). */
@@ -188,8 +224,9 @@ void roc_label_run(const roc_label_groups *groups, int64_t label, int64_t *first
 void roc_label_groups_free(roc_label_groups *groups);
 
 /* The host arrays of `counts` for `mode` and U levels (or the bins
- * counts->binned.n_bins), zeroed; and their release. */
-int roc_counts_alloc(roc_counts *counts, int mode, int64_t n_levels);
+ * counts->binned.n_bins), zeroed, with n_low keys a gap kept in exact mode;
+ * and their release. */
+int roc_counts_alloc(roc_counts *counts, int mode, int64_t n_levels, int64_t n_low);
 void roc_counts_free(roc_counts *counts);
 
 /* The index's buckets over `levels` (no table), and the index with its table
@@ -203,12 +240,21 @@ void roc_level_index_free(roc_level_index *index);
  * ext_status; `out` is filled and owns its arrays. */
 int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
                         const roc_totals *totals, const roc_summary_options *options,
-                        roc_summary *out);
+                        const roc_gap_keys *probed, int64_t n_probed, roc_summary *out);
 int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_counts *counts,
                          const roc_totals *totals, const roc_summary_options *options,
                          roc_summary *out);
 int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts *counts,
                         const roc_totals *totals, const roc_summary_options *options,
                         roc_summary *out);
+/* Exact mode, nearest_sklearn: through which key gap p's keys are known, from
+ * its lowest, by the pass's list and `probed` (n_probed records, in the order
+ * given). */
+uint32_t roc_gap_known_through(const roc_genuine_levels *genuine,
+                               const roc_exact_counts *counts, const roc_gap_keys *probed,
+                               int64_t n_probed, int64_t p);
+/* The key that ends gap p (excluded): the level above it, or past the top key. */
+uint32_t roc_gap_end(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                     int64_t p);
 
 #endif /* ROC_INTERNAL_H */

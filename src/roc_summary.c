@@ -5,16 +5,19 @@
  * The curve follows sklearn.metrics.roc_curve: thresholds descending, a first
  * point (0, 0) at threshold +inf, then one point per distinct score where the
  * step into it differs from the step out of it (drop_intermediate=True keeps
- * exactly those, plus the first and last scores). A step is the pair (new
- * impostors, new genuine pairs) that a threshold adds.
+ * exactly those, plus the first and last scores: sklearn_keeps). A step is the
+ * pair (new impostors, new genuine pairs) that a threshold adds.
  *
- *   curve mode   every distinct score is known: the same points as sklearn
+ *   curve mode   every distinct score is known: the same points as sklearn, or
+ *                every point (every_point: drop_intermediate=False)
  *   exact mode   between two consecutive genuine scores only impostors lie, a
  *                horizontal run whose pairs and lowest score are known but not
  *                how they tie; the run's end point (sklearn keeps it) is here,
  *                its inner points (sklearn keeps those where tie counts change)
  *                are not. Where no two impostors tie, that is sklearn's curve;
  *                always it is the same polyline, with the same AUC and EER.
+ *                nearest_sklearn, the one rule those inner points can change,
+ *                is decided apart (the section below says how)
  *   binned mode  one point per bin edge
  *
  * Everything below the curve is computed from that polyline the same way in
@@ -34,6 +37,15 @@
 #include "roc_internal.h"
 
 typedef unsigned __int128 u128;
+
+/* scikit-learn's drop_intermediate: of the curve with a point at every
+ * distinct score, a point (not the first or the last) stays where the step
+ * into it, (imp, gen), differs from the step out of it, (next_imp, next_gen):
+ * roc_curve's np.diff(fps, 2) and np.diff(tps, 2) are those differences. */
+static inline int sklearn_keeps(uint64_t imp, uint64_t gen, uint64_t next_imp, uint64_t next_gen)
+{
+    return imp != next_imp || gen != next_gen;
+}
 
 // ---------------------------------------------------------------------------
 // the curve under construction
@@ -241,8 +253,35 @@ static int64_t first_reaching(const double *x, int64_t lo, int64_t hi, double v,
     return lo;
 }
 
-/* TAR at one FAR target under `rule`; the threshold is that of the first
- * point whose TPR reaches the TAR (the highest threshold that does). */
+/* The point of the curve nearest `far` (|fpr - far| in float64, as
+ * InsightFace computes it); of equally near ones the first, or with `last`
+ * the last. */
+static int64_t nearest_to_far(const roc_summary *s, double far, int last)
+{
+    int64_t k = 0;
+    double best = INFINITY;
+    for (int64_t i = 0; i < s->n_points; i++) {
+        const double distance = fabs(s->fpr[i] - far);
+        if (distance < best || (last && distance == best)) {
+            best = distance;
+            k = i;
+        }
+    }
+    return k;
+}
+
+/* A TAR@FAR row of TAR `value`: the threshold of the first point whose TPR
+ * reaches it (the highest threshold that does) and its false accepts. */
+static void tar_row(const roc_summary *s, double value, double *tar, double *threshold,
+                    uint64_t *false_accepts)
+{
+    const int64_t first = first_reaching(s->tpr, 0, s->n_points - 1, value, 0);
+    *tar = value;
+    *threshold = s->thresholds[first];
+    *false_accepts = s->false_accepts[first];
+}
+
+/* TAR at one FAR target under `rule` (see tar_row for the threshold). */
 static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
                        double *threshold, uint64_t *false_accepts)
 {
@@ -252,14 +291,7 @@ static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
     if (rule == ROC_FAR_NEAREST || rule == ROC_FAR_NEAREST_SKLEARN) {
         /* InsightFace flips scikit-learn's curve and takes the first nearest
          * point: of equally near ones, the last (highest TPR) */
-        double best = INFINITY;
-        for (int64_t i = 0; i < n; i++) {
-            const double distance = fabs(s->fpr[i] - far);
-            if (distance < best || (rule == ROC_FAR_NEAREST_SKLEARN && distance == best)) {
-                best = distance;
-                k = i;
-            }
-        }
+        k = nearest_to_far(s, far, rule == ROC_FAR_NEAREST_SKLEARN);
         value = s->tpr[k];
     } else if (rule == ROC_FAR_FIRST_ABOVE) { /* the first point with fpr >= far */
         k = first_reaching(s->fpr, 0, n - 1, far, 0);
@@ -271,10 +303,7 @@ static void tar_at_far(const roc_summary *s, double far, int rule, double *tar,
             value += (s->tpr[k + 1] - s->tpr[k]) * (far - s->fpr[k]) /
                      (s->fpr[k + 1] - s->fpr[k]);
     }
-    const int64_t first = first_reaching(s->tpr, 0, n - 1, value, 0);
-    *tar = value;
-    *threshold = s->thresholds[first];
-    *false_accepts = s->false_accepts[first];
+    tar_row(s, value, tar, threshold, false_accepts);
 }
 
 /* Moves the curve into `s` and computes fpr, tpr, AUC, EER and TAR@FAR; the
@@ -339,20 +368,30 @@ static int finish(curve *c, uint64_t n_genuine, uint64_t n_impostor, uint64_t n_
     if ((st = alloc_array((void **)&s->far, n_fars, sizeof(double))) ||
         (st = alloc_array((void **)&s->tar, n_fars, sizeof(double))) ||
         (st = alloc_array((void **)&s->far_threshold, n_fars, sizeof(double))) ||
-        (st = alloc_array((void **)&s->far_false_accepts, n_fars, sizeof(uint64_t))))
+        (st = alloc_array((void **)&s->far_false_accepts, n_fars, sizeof(uint64_t))) ||
+        (st = alloc_array((void **)&s->far_pending_gap, n_fars, sizeof(int64_t))) ||
+        (st = alloc_array((void **)&s->far_pending_from, n_fars, sizeof(uint32_t))) ||
+        (st = alloc_array((void **)&s->far_pending_end, n_fars, sizeof(uint32_t))))
         return st;
     for (int64_t i = 0; i < n_fars; i++) {
         s->far[i] = fars[i];
+        s->far_pending_gap[i] = -1;
         tar_at_far(s, fars[i], options->far_rule, &s->tar[i], &s->far_threshold[i],
                    &s->far_false_accepts[i]);
     }
     return EXT_OK;
 }
 
-static int check_options(const roc_summary_options *o)
+/* The options, for a summary of `mode`. */
+static int check_options(const roc_summary_options *o, int mode)
 {
     if (o == NULL)
         return ext_fail(EXT_ERR_VALUE, "roc: the summary options are NULL");
+    if (o->every_point && mode != ROC_MODE_CURVE)
+        return ext_fail(EXT_ERR_VALUE, "roc: every_point is for the curve mode (the others do "
+                        "not count every distinct score)");
+    if (o->every_point && o->n_fars > 0) /* the rules are defined on scikit-learn's points */
+        return ext_fail(EXT_ERR_VALUE, "roc: a curve of every point takes no FAR targets");
     if (o->n_fars < 0 || (o->n_fars > 0 && o->fars == NULL))
         return ext_fail(EXT_ERR_VALUE, "roc: %lld FAR targets at NULL", (long long)o->n_fars);
     if (o->far_rule < ROC_FAR_MAX_TPR || o->far_rule > ROC_FAR_NEAREST_SKLEARN)
@@ -505,18 +544,228 @@ static int check_binned_counts(const roc_binned_counts *counts, uint64_t gen_bel
 }
 
 // ---------------------------------------------------------------------------
+// nearest_sklearn in exact mode
+//
+// InsightFace's rule takes, on scikit-learn's drop_intermediate curve, the
+// point nearest the target f (|fpr - f| in float64), the last of equally near
+// ones. That curve is exact mode's plus the inner points of horizontal runs.
+// In gap p (between genuine scores g[p-1] < g[p], or above the highest) lie
+// impostor-only scores k_1 < ... < k_m (k_1 = gap_min[p]) with c_1, ..., c_m
+// pairs. With F the false accepts at k_1 and S_j = c_1 + ... + c_j, the point
+// at k_j has F - S_{j-1} false accepts, and for 1 < j it survives exactly
+// where c_j != c_{j-1} (sklearn_keeps: the step into it is (c_j, 0), the step
+// out of it (c_{j-1}, 0)); above k_m comes g[p], whose step adds genuine pairs,
+// or, in the top gap, nothing (k_m is the first point). Exact mode's curve
+// has k_1's point (the step below it adds genuine pairs, or it is the last),
+// g[p]'s and the top score's, not the inner ones.
+//
+// Claim: with k the last point of exact mode's curve nearest f and d its
+// distance, the rule's TAR on scikit-learn's curve is tpr[k], unless
+//   (1) f lies inside a horizontal segment a -> b of exact mode's curve
+//       (fpr[a] < f < fpr[b], tpr[a] == tpr[b]) whose end b is k_1 of a gap p,
+//   (2) tpr[k] != tpr[b], and
+//   (3) a surviving inner point of gap p lies strictly nearer f than d;
+// then it is tpr[b].
+// Proof: fpr does not decrease along the curve, and in float64 x -> |x - f|
+// does not increase below f nor decrease above it. An inner point q of a run
+// with f outside (fpr[a'], fpr[b']) is no nearer than that run's end on f's
+// side; where it is as near, that end is among the nearest, so k lies at or
+// after it: k = a' gives q's TPR, tpr[a'] (the same TAR), and k >= b' stays
+// the last. In the run that holds f, the winner is k or an inner point, of
+// TPR tpr[b]: only (2) can change the TAR. Under (2) k is not a (else its
+// TPR is tpr[b]), so dist(b) <= dist(a), d = dist(b) and k comes at or after
+// b; an inner point, earlier than k, wins only strictly nearer: (3).
+//
+// Deciding (3) walks the gap up from k_1: the point at k_j for j = 2, 3, ...,
+// false accepts F - S_{j-1} (falling with j). The first surviving one nearer
+// than d proves (3). Once a point at or below f (fpr <= f) is no nearer than
+// d, no later one is: (3) fails; so it does when the walk reaches the run's
+// top (S_j = gap[p]: g[p]'s point, or the top score's, is exact mode's). The
+// walk reads c_1, c_2, ... only so far: from the lists of the lowest scores
+// of each gap that the CPU pass keeps (roc_eval_config.low_keys), then from
+// what probing passes found (roc_gap_keys). A row whose walk needs a score
+// not yet known stays pending (tar NaN), naming the gap and the keys to probe.
+
+uint32_t roc_gap_end(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                     int64_t p)
+{
+    return p < genuine->n_levels ? genuine->keys[p] : counts->top_key + 1;
+}
+
+/* The usable head of gap p's list: its keys before the first saturated count
+ * (*n of them), and through which key that knows the gap (its last key, or
+ * the key before the saturated one; all of the gap where the list is short). */
+static uint32_t list_head(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                          int64_t p, int64_t *n)
+{
+    const int64_t K = counts->n_low;
+    const uint32_t *keys = counts->low_keys + p * K, *pairs = counts->low_counts + p * K;
+    int64_t j = 0;
+    while (j < K && keys[j] != ROC_LOW_NONE && pairs[j] != UINT32_MAX)
+        j++;
+    *n = j;
+    if (j < K && keys[j] == ROC_LOW_NONE)
+        return roc_gap_end(genuine, counts, p) - 1;
+    return j < K ? keys[j] - 1 : keys[K - 1];
+}
+
+uint32_t roc_gap_known_through(const roc_genuine_levels *genuine,
+                               const roc_exact_counts *counts, const roc_gap_keys *probed,
+                               int64_t n_probed, int64_t p)
+{
+    int64_t n = 0;
+    uint32_t through = counts->n_low ? list_head(genuine, counts, p, &n) : counts->gap_min[p] - 1;
+    for (int64_t r = 0; r < n_probed; r++)
+        if (probed[r].gap == p)
+            through = probed[r].through;
+    return through;
+}
+
+/* The known keys of gap p with their pairs, ascending from its lowest
+ * (*keys and *pairs allocated, *n of them), and through which key. */
+static int gap_known(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                     const roc_gap_keys *probed, int64_t n_probed, int64_t p, uint32_t **keys,
+                     uint64_t **pairs, int64_t *n, uint32_t *through)
+{
+    int64_t n_list = 0;
+    if (counts->n_low)
+        list_head(genuine, counts, p, &n_list);
+    int64_t total = n_list;
+    for (int64_t r = 0; r < n_probed; r++)
+        if (probed[r].gap == p)
+            total += probed[r].n;
+    *keys = ext_malloc((size_t)(total ? total : 1) * sizeof **keys);
+    *pairs = ext_malloc((size_t)(total ? total : 1) * sizeof **pairs);
+    if (!*keys || !*pairs)
+        return ext_fail(EXT_ERR_NOMEM, "roc: cannot allocate the scores of a gap");
+    for (int64_t j = 0; j < n_list; j++) {
+        (*keys)[j] = counts->low_keys[p * counts->n_low + j];
+        (*pairs)[j] = counts->low_counts[p * counts->n_low + j];
+    }
+    *n = n_list;
+    for (int64_t r = 0; r < n_probed; r++) {
+        if (probed[r].gap != p)
+            continue;
+        memcpy(*keys + *n, probed[r].keys, (size_t)probed[r].n * sizeof **keys);
+        memcpy(*pairs + *n, probed[r].counts, (size_t)probed[r].n * sizeof **pairs);
+        *n += probed[r].n;
+    }
+    *through = roc_gap_known_through(genuine, counts, probed, n_probed, p);
+    return EXT_OK;
+}
+
+enum { WALK_NOT_NEARER, WALK_NEARER, WALK_PENDING };
+
+/* Condition (3) for gap p, whose run ends at false accepts F, against
+ * distance d from target f; WALK_PENDING where a needed score is unknown
+ * (*from: the first key to learn). */
+static int walk_gap(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                    const roc_gap_keys *probed, int64_t n_probed, int64_t p, uint64_t F,
+                    uint64_t n_impostor, double f, double d, int *result, uint32_t *from)
+{
+    uint32_t *keys = NULL, through = 0;
+    uint64_t *pairs = NULL;
+    int64_t n = 0;
+    int st = gap_known(genuine, counts, probed, n_probed, p, &keys, &pairs, &n, &through);
+    const uint64_t run = counts->gap[p];
+    const uint32_t end = roc_gap_end(genuine, counts, p);
+    if (st)
+        goto done;
+    *result = WALK_PENDING;
+    *from = through + 1;
+    if (n == 0)
+        goto done;
+    if (keys[0] != counts->gap_min[p])
+        goto inconsistent;
+    uint64_t S = pairs[0], previous = pairs[0];
+    for (int64_t j = 1;; j++) {
+        if (S >= run) {
+            if (S > run)
+                goto inconsistent;
+            *result = WALK_NOT_NEARER;
+            break;
+        }
+        const double x = (double)(F - S) / (double)n_impostor, distance = fabs(x - f);
+        if (x <= f && distance >= d) {
+            *result = WALK_NOT_NEARER;
+            break;
+        }
+        if (j == n) {
+            if (through >= end - 1) /* every score of the gap known, yet fewer pairs */
+                goto inconsistent;
+            break;
+        }
+        if (sklearn_keeps(pairs[j], 0, previous, 0) && distance < d) {
+            *result = WALK_NEARER;
+            break;
+        }
+        S += pairs[j];
+        previous = pairs[j];
+    }
+    goto done;
+inconsistent:
+    st = ext_fail(EXT_ERR_VALUE, "roc: the scores known of gap %lld disagree with its %llu "
+                  "pairs (the counts of a probing pass are not this evaluation's)",
+                  (long long)p, (unsigned long long)run);
+done:
+    free(keys);
+    free(pairs);
+    return st;
+}
+
+/* Every nearest_sklearn row of a finished exact summary, on scikit-learn's
+ * curve (the claim above), or pending. */
+static int nearest_sklearn_rows(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                                const roc_gap_keys *probed, int64_t n_probed, roc_summary *s)
+{
+    const int64_t n = s->n_points;
+    for (int64_t i = 0; i < s->n_fars; i++) {
+        const double f = s->far[i];
+        const int64_t k = nearest_to_far(s, f, 1);
+        const double d = fabs(s->fpr[k] - f);
+        const int64_t b = first_reaching(s->fpr, 0, n, f, 1), a = b - 1;
+        if (b == 0 || b == n || !(s->fpr[a] < f) || s->true_accepts[a] != s->true_accepts[b] ||
+            s->tpr[k] == s->tpr[b])
+            continue; /* (1) or (2) fails: tar_at_far's row stands */
+        /* b is a gap's lowest score where that key opens a gap; else b is the
+         * top score after (0, 0), with no inner point between */
+        const uint32_t key = roc_score_key((float)s->thresholds[b]);
+        const int64_t p = roc_first_key_at_least(genuine->keys, genuine->n_levels, key);
+        if (counts->gap[p] < 2 || counts->gap_min[p] != key ||
+            (p == genuine->n_levels && key == counts->top_key))
+            continue; /* no inner point: one pair, or one score */
+        int result, st;
+        uint32_t from;
+        if ((st = walk_gap(genuine, counts, probed, n_probed, p, s->false_accepts[b],
+                           s->n_impostor, f, d, &result, &from)))
+            return st;
+        if (result == WALK_NEARER) {
+            tar_row(s, s->tpr[b], &s->tar[i], &s->far_threshold[i], &s->far_false_accepts[i]);
+        } else if (result == WALK_PENDING) {
+            s->tar[i] = s->far_threshold[i] = NAN;
+            s->far_false_accepts[i] = 0;
+            s->far_pending_gap[i] = p;
+            s->far_pending_from[i] = from;
+            s->far_pending_end[i] = roc_gap_end(genuine, counts, p);
+        }
+    }
+    return EXT_OK;
+}
+
+// ---------------------------------------------------------------------------
 // exact mode
 
 int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
                         const roc_totals *totals, const roc_summary_options *options,
-                        roc_summary *out)
+                        const roc_gap_keys *probed, int64_t n_probed, roc_summary *out)
 {
     const int64_t U = genuine->n_levels;
     const uint32_t *g = genuine->keys;
     const uint64_t *gen = genuine->counts, *at = counts->at, *gap = counts->gap;
     uint64_t n_impostor = 0;
     int st;
-    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)) ||
+    if ((st = check_options(options, ROC_MODE_EXACT)) ||
+        (st = check_genuine_total(genuine, totals)) ||
         (st = check_exact_counts(genuine, counts, &n_impostor)) ||
         (st = check_totals(totals->n_genuine, n_impostor)))
         return st;
@@ -548,7 +797,7 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
         /* kept unless the next score adds the very same step; a gap below it
          * adds impostors only, which is never this step (it adds genuine pairs) */
         int keep = gap[u] > 0 || u == 0 || (u == U - 1 && gap[U] == 0) ||
-                   imp != at[u - 1] - gen[u - 1] || gen[u] != gen[u - 1];
+                   sklearn_keeps(imp, gen[u], at[u - 1] - gen[u - 1], gen[u - 1]);
         if (keep && (st = curve_push(&c, roc_key_score(g[u]), fps, tps)))
             goto fail;
         nearest_visit(&nearest, fps, tps, roc_key_score(g[u]));
@@ -562,7 +811,9 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
     }
     out->mode = ROC_MODE_EXACT;
     if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, options, &nearest,
-                     out)))
+                     out)) ||
+        (options->far_rule == ROC_FAR_NEAREST_SKLEARN &&
+         (st = nearest_sklearn_rows(genuine, counts, probed, n_probed, out))))
         goto fail;
 
     out->n_levels = U;
@@ -597,7 +848,8 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
     const int64_t n = counts->n_keys;
     uint64_t n_all = 0;
     int st;
-    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)) ||
+    if ((st = check_options(options, ROC_MODE_CURVE)) ||
+        (st = check_genuine_total(genuine, totals)) ||
         (st = check_curve_counts(genuine, counts, &n_all)) ||
         (st = check_totals(totals->n_genuine, n_all - totals->n_genuine)))
         return st;
@@ -627,8 +879,9 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
         }
         fps += imp;
         tps += gen;
-        if ((i == n - 1 || i == 0 || imp != next_imp || gen != next_gen) &&
-            (st = curve_push(&c, roc_key_score(counts->keys[i]), fps, tps)))
+        const int keep = options->every_point || i == n - 1 || i == 0 ||
+                         sklearn_keeps(imp, gen, next_imp, next_gen);
+        if (keep && (st = curve_push(&c, roc_key_score(counts->keys[i]), fps, tps)))
             goto fail;
         nearest_visit(&nearest, fps, tps, roc_key_score(counts->keys[i]));
     }
@@ -652,7 +905,8 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
     const int64_t n = counts->n_bins;
     const float *edges = counts->edges;
     int st;
-    if ((st = check_options(options)) || (st = check_genuine_total(genuine, totals)))
+    if ((st = check_options(options, ROC_MODE_BINNED)) ||
+        (st = check_genuine_total(genuine, totals)))
         return st;
     out->mode = ROC_MODE_BINNED;
     out->n_levels = n;
@@ -726,6 +980,9 @@ void roc_summary_free(roc_summary *s)
     free(s->tar);
     free(s->far_threshold);
     free(s->far_false_accepts);
+    free(s->far_pending_gap);
+    free(s->far_pending_from);
+    free(s->far_pending_end);
     free(s->level_scores);
     free(s->genuine_counts);
     free(s->impostor_counts);

@@ -27,8 +27,7 @@ import numpy as np
 
 from .. import _ffi
 from . import _distributed
-from ._evaluate import (Options, all_pairs, counts_only, decided_in_curve_mode, finish,
-                        pair_list)
+from ._evaluate import Options, all_pairs, counts_only, eer_in_curve_mode, finish, pair_list
 from ._inputs import (DEFAULT_FARS, as_torch, cast_exactly, float32_scores, from_dlpack,
                       genuine_flags, label_array, parse_device, require_array, require_float32,
                       require_score_dtype)
@@ -170,12 +169,14 @@ class RocAccumulator:
         flags = flags if _ffi.dtype_name(flags) == "bool" else flags != 0  # values 0 and 1
         return (flags, score), {"device": device, "classes": classes}
 
-    def _count(self, a, b, group, options=None):
+    def _count(self, a, b, group, options=None, levels=None):
         options = options or self.options
         if self.gallery is not None:
             labels_g, feat_g = self.gallery
-            return all_pairs(FN, options, a, labels_g, None, b, feat_g, False, self.device, group)
-        return pair_list(FN, options, a, b, None, None, None, None, self.device, group)
+            return all_pairs(FN, options, a, labels_g, None, b, feat_g, False,
+                             self.device, group, levels=levels)
+        return pair_list(FN, options, a, b, None, None, None, None, self.device, group,
+                         levels=levels)
 
     def compute(self):
         """The RocReport of every batch so far (with a group: of every rank's).
@@ -187,9 +188,10 @@ class RocAccumulator:
         held = {}
         session.step(lambda: self._prepare(session, held), gather=True)
         if self.options.mode == "exact":
-            def run(options):
-                return finish(self._count(held["a"], held["b"], self.group, options), options)[0]
-            return decided_in_curve_mode(run(self.options), self.options, run)
+            def count(options, levels=None):
+                return self._count(held["a"], held["b"], self.group, options, levels)
+            return eer_in_curve_mode(finish(count(self.options), self.options, count)[0],
+                                     self.options, count)
         return self._compute_binned(session)
 
     def _prepare(self, session, held):

@@ -8,13 +8,15 @@ progress, and, with a torch.distributed group, exchanges the genuine levels
 and reduces the counts (_distributed.py).
 """
 
+import copy
+
 import numpy as np
 
 from .. import _ffi
 from . import _distributed
-from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, choice,
-                      comparable_labels, far_targets, float32_scores, genuine_flags, host_labels,
-                      parse_device, partial_auc_bound, positive_int, progress_callback,
+from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, boolean,
+                      choice, comparable_labels, far_targets, float32_scores, genuine_flags,
+                      host_labels, parse_device, partial_auc_bound, positive_int, progress_callback,
                       require_array, require_default_classes, require_score_dtype, same_set_code,
                       to_device)
 from ._report import curve_arrays, report_from_summary
@@ -39,6 +41,11 @@ DEFAULT_CHUNK = {("cuda", "curve"): 1 << 26, ("cuda", "pass"): 1 << 30,
                  ("cpu", "curve"): 1 << 24, ("cpu", "pass"): 1 << 24,
                  ("cpu", "features"): 1 << 24}
 MAX_BINS = 1 << 30
+# nearest_sklearn in exact mode (roc_summary.c): the lowest scores of each gap
+# that the CPU pass keeps (fewer where the gaps are many: roc_eval.c), and the
+# keys a probing pass counts one by one, over all the gaps it probes
+LOW_KEYS = 32
+PROBE_KEYS = 1 << 16
 
 
 # ---------------------------------------------------------------------------
@@ -105,12 +112,20 @@ class Evaluation:
         self.check(lib.roc_eval_set_keys(self.handle, ffi.from_buffer("uint32_t[]", keys),
                                          ffi.from_buffer("uint64_t[]", counts), len(keys)))
 
-    def summarize(self, fars, far_rule, eer_rule="crossing", max_fpr=None):
+    def set_gap_keys(self, gap, first, through, keys, counts):
+        keys = np.ascontiguousarray(keys, np.uint32)
+        counts = np.ascontiguousarray(counts, np.uint64)
+        self.check(lib.roc_eval_set_gap_keys(
+            self.handle, gap, first, through, ffi.from_buffer("uint32_t[]", keys),
+            ffi.from_buffer("uint64_t[]", counts), len(keys)))
+
+    def summarize(self, fars, far_rule, eer_rule="crossing", max_fpr=None, every_point=False):
         far_array = ffi.new("double[]", list(fars)) if fars else ffi.NULL
         options = ffi.new("roc_summary_options *")
         options.fars, options.n_fars = far_array, len(fars)
         options.far_rule, options.eer_rule = RULE_CODES[far_rule], EER_CODES[eer_rule]
         options.max_fpr = max_fpr or 0.0
+        options.every_point = every_point
         out = ffi.new("roc_summary **")
         self.check(lib.roc_eval_summarize(self.handle, options, out))
         return ffi.gc(out[0], lib.roc_summary_free)
@@ -125,7 +140,7 @@ def _numpy(pointer, n, dtype):
 
 
 def _config(fn, mode, same_set=0, similarity="cosine", bins=1024, bin_range_=(-1.0, 1.0),
-            row_offset=0, step_rows=0):
+            row_offset=0, step_rows=0, low_keys=0):
     config = ffi.new("roc_eval_config *")
     config.caller = fn.encode()[:31]
     config.mode = MODE_CODES[mode]
@@ -135,6 +150,7 @@ def _config(fn, mode, same_set=0, similarity="cosine", bins=1024, bin_range_=(-1
     config.bins = bins
     config.range_lo, config.range_hi = bin_range_
     config.step_rows = step_rows
+    config.low_keys = low_keys
     return config
 
 
@@ -154,7 +170,7 @@ class Options:
 
     def __init__(self, fn, mode="exact", bins=1024, range=(-1.0, 1.0), fars=DEFAULT_FARS,
                  far_rule="max_tpr", chunk=None, similarity="cosine", progress=None,
-                 modes=MODES, eer_rule="crossing", max_fpr=None):
+                 modes=MODES, eer_rule="crossing", max_fpr=None, drop_intermediate=True):
         self.fn = fn
         self.mode = choice(fn, "mode", mode, modes)
         self.bins = positive_int(fn, "bins", bins, MAX_BINS)
@@ -166,12 +182,43 @@ class Options:
         self.chunk = None if chunk is None else positive_int(fn, "chunk", chunk)
         self.similarity = choice(fn, "similarity", similarity, SIMILARITIES)
         self.progress = progress_callback(fn, progress)
+        self.every_point = not boolean(fn, "drop_intermediate", drop_intermediate)
+        self.low_keys = LOW_KEYS if (self.mode, self.far_rule) == ("exact", "nearest_sklearn") \
+            else 0
 
     def signature(self):
         """What every rank of a group must agree on."""
         return {"mode": self.mode, "bins": self.bins, "range": self.range, "fars": self.fars,
                 "far_rule": self.far_rule, "similarity": self.similarity,
-                "eer_rule": self.eer_rule, "max_fpr": self.max_fpr}
+                "eer_rule": self.eer_rule, "max_fpr": self.max_fpr,
+                "drop_intermediate": not self.every_point}
+
+    def pass_progress(self, passes):
+        """The progress callback of pass number `passes` over the pairs: the
+        progress of every pass so far together (pass k reports (k - 1) P + done
+        of k P pairs); None without one."""
+        if self.progress is None:
+            return None
+
+        def progress(done, total):
+            self.progress(done + (passes - 1) * total, passes * total)
+        return progress
+
+    def probing(self, passes):
+        """These options for probing pass number `passes` (nearest_sklearn): no
+        lists kept, progress as pass_progress's."""
+        options = copy.copy(self)
+        options.low_keys = 0
+        options.progress = self.pass_progress(passes)
+        return options
+
+    def config(self, fn, grouped, **kwargs):
+        """The C evaluator's configuration of these options. The CPU's lists for
+        nearest_sklearn are kept in one process only (those of several ranks are
+        not merged: their probing passes decide instead)."""
+        return _config(fn, self.mode, similarity=self.similarity, bins=self.bins,
+                       bin_range_=self.range, low_keys=0 if grouped else self.low_keys,
+                       **kwargs)
 
     def rows_per_step(self, device, units_per_row, features=False):
         """Rows (or pairs) per add_rows call: `chunk` pairs; from features, in
@@ -207,33 +254,109 @@ def _count(evaluation, options, session, total_pairs, pairs_in_rows):
         options.progress(total_pairs, total_pairs)
 
 
-def finish(counted, options):
+def finish(counted, options, count=None):
     """The (report, summary) of a counted evaluation: the counts of every rank
-    reduced, then summarized (the same on every rank)."""
+    reduced, then summarized (the same on every rank). nearest_sklearn's rows
+    that the summary leaves pending are decided by probing passes:
+    count(options, levels) counts the same pairs again against `levels`."""
     evaluation, setup, session = counted
     session.reduce_counts(evaluation)
-    summary = session.step(lambda: evaluation.summarize(options.fars, options.far_rule,
-                                                        options.eer_rule, options.max_fpr))
-    report = report_from_summary(summary, options, setup["pairs"])
+
+    def summarize():
+        return session.step(lambda: evaluation.summarize(
+            options.fars, options.far_rule, options.eer_rule, options.max_fpr,
+            options.every_point))
+    summary = summarize()
+    passes = 1
+    pending = _pending(summary)
+    while pending:
+        passes += 1
+        _probe(evaluation, session, pending, count, options.probing(passes))
+        summary = summarize()
+        pending = _pending(summary)
+    report = report_from_summary(summary, options, setup["pairs"], passes)
     report.communication = session.communication
     return report, summary
 
 
-def _counted(fn, options, session, prepare, create):
+# ---------------------------------------------------------------------------
+# nearest_sklearn's probing passes (roc_summary.c: which scores decide a row)
+
+def _pending(summary):
+    """{gap: (first key, end key)} of the rows the summary leaves pending."""
+    return {int(summary.far_pending_gap[i]): (int(summary.far_pending_from[i]),
+                                              int(summary.far_pending_end[i]))
+            for i in range(summary.n_fars) if summary.far_pending_gap[i] >= 0}
+
+
+def _probe_levels(first, end, budget):
+    """A probing pass's levels for the keys first .. end - 1 of a gap, about
+    `budget` of them: the first half one key each, the rest spread evenly up to
+    the gap's end (included). A level counts the pairs of its key; the open
+    range between two levels, its pairs and their lowest key, which is all of
+    them where it holds one pair (scores that lie far apart)."""
+    dense = min(end - first, max(1, budget // 2))
+    rest = end - first - dense
+    spread = min(rest, max(1, budget - dense))
+    grid = first + dense + (np.arange(spread, dtype=np.int64) * rest) // max(spread, 1)
+    return np.unique(np.r_[np.arange(first, first + dense), grid[:spread if rest else 0], end])
+
+
+def _probe(evaluation, session, pending, count, options):
+    """One pass over the pairs that probes each pending gap's keys from the
+    first unknown one (PROBE_KEYS levels in all, shared by the gaps), and gives
+    `evaluation` what it learnt: every key with its pairs up to the first range
+    whose pairs it cannot place (roc_eval_set_gap_keys)."""
+    if count is None:
+        raise RuntimeError("%s: nearest_sklearn needs a probing pass, which this evaluation "
+                           "cannot make" % options.fn)
+    gaps = sorted(pending)
+    plans = [_probe_levels(*pending[gap], max(2, PROBE_KEYS // len(gaps))) for gap in gaps]
+    probe, _, probe_session = count(options, np.concatenate(plans).astype(np.uint32))
+    probe_session.reduce_counts(probe)
+    counts = probe.counts()
+    at = 0
+    for gap, levels in zip(gaps, plans):
+        first, end = pending[gap]
+        keys, pairs, through = [], [], end - 1
+        for i, key in enumerate(levels[:-1], at):
+            if counts["at"][i]:
+                keys.append(key)
+                pairs.append(counts["at"][i])
+            above, lowest = counts["gap"][i + 1], int(counts["gap_min"][i + 1])
+            if above == 1 or (above and lowest == levels[i - at + 1] - 1):
+                keys.append(lowest)
+                pairs.append(above)
+            elif above:
+                through = lowest - 1
+                break
+        session.step(lambda: evaluation.set_gap_keys(gap, first, through, keys, pairs))
+        at += len(levels)
+
+
+# ---------------------------------------------------------------------------
+# the counting steps
+
+def _counted(fn, options, session, prepare, create, levels=None):
     """The steps every evaluation takes up to its counts: prepare the inputs (and
-    agree across ranks), create the evaluator (genuine levels), share the levels,
+    agree across ranks), create the evaluator (genuine levels), share the levels
+    (or count against `levels`, the same on every rank, a probing pass's keys),
     count. Returns (evaluation, setup, session)."""
     infos = session.step(prepare, gather=True)
     setup = infos[session.rank]
     evaluation = session.step(lambda: create(setup, infos))
-    session.share_levels(evaluation)
+    if levels is None:
+        session.share_levels(evaluation)
+    else:
+        session.step(lambda: evaluation.set_levels(levels, np.zeros(len(levels), np.uint64), 0))
     session.step(lambda: _count(evaluation, options, session, setup["total_pairs"],
                                 setup["pairs_in_rows"]))
     return evaluation, setup, session
 
 
-def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device, group):
-    """Every (query, gallery) pair, counted (see finish)."""
+def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device, group,
+              levels=None):
+    """Every (query, gallery) pair, counted (see finish; `levels` as _counted's)."""
     session = _distributed.session(fn, group)
     held = {}
 
@@ -257,9 +380,10 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
                                                              same_set)
         setup["pairs"] = PAIRS_NAMES[same_set]
         features = held["score"] is None
-        config = _config(fn, options.mode, same_set, options.similarity, options.bins,
-                         options.range, row_offset,
-                         options.rows_per_step(setup["device"], n_gallery, features))
+        config = options.config(fn, session.world_size > 1, same_set=same_set,
+                                row_offset=row_offset,
+                                step_rows=options.rows_per_step(setup["device"], n_gallery,
+                                                                features))
         args = [_ffi.describe(ffi, fn, "labels_q", held["labels_q"]),
                 _ffi.describe(ffi, fn, "labels_g", held["labels_g"])]
         args += [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
@@ -270,7 +394,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
                           setup["device"], features=features)
 
-    return _counted(fn, options, session, prepare, create)
+    return _counted(fn, options, session, prepare, create, levels)
 
 
 def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device,
@@ -353,8 +477,8 @@ def _pairs_in_rows(begin, end, row_offset, n_gallery, same_set):
 
 
 def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device, group,
-              pos_label=None):
-    """A list of pairs, counted (see finish)."""
+              pos_label=None, levels=None):
+    """A list of pairs, counted (see finish; `levels` as _counted's)."""
     session = _distributed.session(fn, group)
     held = {}
 
@@ -372,7 +496,7 @@ def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, dev
         setup["total_pairs"] = sum(info["n_pairs"] for info in infos)
         setup["pairs_in_rows"] = lambda b, e: e - b
         setup["pairs"] = "list"
-        config = _config(fn, options.mode, 0, options.similarity, options.bins, options.range)
+        config = options.config(fn, session.world_size > 1)
         args = [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
                 for name in ("genuine", "score", "feat_a", "feat_b", "index_a", "index_b")]
         handle = ffi.new("roc_eval **")
@@ -380,7 +504,7 @@ def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, dev
                                                        _ffi.cuda_stream(ffi, held["genuine"])))
         return Evaluation(fn, handle[0], (dict(held), args), n, 1, setup["device"])
 
-    return _counted(fn, options, session, prepare, create)
+    return _counted(fn, options, session, prepare, create, levels)
 
 
 def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device,
@@ -448,19 +572,22 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    "nearest" (the curve point nearest far),
                                    "first_above" (the first point with FPR >= far),
                                    "interpolate" (linear), "nearest_sklearn"
-                                   (InsightFace's IJB rule on scikit-learn's curve:
-                                   the nearest point, the highest TPR among equally
-                                   near ones; exact mode makes a second pass, in
-                                   curve mode, when a target falls where its corners
-                                   cannot decide the rule)
+                                   (InsightFace's IJB rule on scikit-learn's
+                                   drop_intermediate curve: the nearest point, the
+                                   highest TPR among equally near ones; exact mode
+                                   decides it from the corners and how the impostor
+                                   scores nearest them tie, which the CPU counts in
+                                   the same pass; elsewhere a pass that probes
+                                   those scores: report.passes)
     eer_rule                       "crossing" (default): where the curve's polyline
                                    crosses FPR = FNR, FPR interpolated there;
                                    "nearest_mean" (torchmetrics' binary_eer):
                                    (FPR + FNR) / 2 at the point of the full curve
                                    minimizing |FPR - FNR|, the first of equals
-                                   (exact mode makes a second pass, in curve mode,
-                                   when that point may lie inside a run of tied
-                                   impostors it does not resolve)
+                                   (exact mode makes a further pass, in curve
+                                   mode, when that point may lie inside a run of
+                                   tied impostors it does not resolve:
+                                   report.passes)
     max_fpr                        also report.partial_auc: the McClish-standardized
                                    area over FPR in [0, max_fpr], as
                                    roc_auc_score(max_fpr=); None (default): none
@@ -483,56 +610,38 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
         similarity=similarity, progress=progress, modes=MODES + ("curve",), eer_rule=eer_rule,
         max_fpr=max_fpr))
 
-    def run(options):
-        return finish(all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
-                                same_set, device, group), options)[0]
-    return decided_in_curve_mode(run(options), options, run)
+    def count(options, levels=None):
+        return all_pairs("evaluate", options, labels_q, labels_g, score, feat_q, feat_g,
+                         same_set, device, group, levels)
+    return eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
 
 
-def _undecided_nearest_sklearn(report):
-    """Whether exact mode's corners cannot decide InsightFace's rule for some
-    target: where a target lies inside a horizontal run whose end is followed by
-    a vertical step, scikit-learn's inner points of the run (kept where tied
-    impostors make unequal steps, unknown to exact mode) may be nearer than the
-    corner the rule would pick."""
-    fpr, tpr, fa = report.fpr, report.tpr, report.false_accepts
-    for row in report.tar_at_far:
-        k = np.flatnonzero(np.abs(fpr - row.far) == np.abs(fpr - row.far).min())[-1]
-        inside = np.flatnonzero((fpr[:-1] < row.far) & (row.far < fpr[1:]) &
-                                (tpr[:-1] == tpr[1:]) & (fa[1:] - fa[:-1] >= 2))
-        if inside.size and tpr[k] != tpr[inside[0]]:
-            return True
-    return False
-
-
-def decided_in_curve_mode(report, options, run):
-    """The report, with what exact mode's corners cannot decide taken from
-    scikit-learn's whole curve (a second pass, in curve mode): nearest_sklearn's
-    TAR@FAR, and nearest_mean's EER where the point nearest FPR = FNR may lie
-    inside a run of impostors whose ties exact mode does not count. Every other
-    field stays exact mode's."""
-    if options.mode != "exact":
+def eer_in_curve_mode(report, options, count):
+    """The report, with nearest_mean's EER taken from scikit-learn's whole curve
+    (a further pass, in curve mode; count(options) counts the same pairs) where
+    the point nearest FPR = FNR may lie inside a run of impostors whose ties
+    exact mode does not count. Every other field stays exact mode's."""
+    if options.mode != "exact" or not report._eer_undecided:
         return report
-    tar = options.far_rule == "nearest_sklearn" and _undecided_nearest_sklearn(report)
-    if not (tar or report._eer_undecided):
-        return report
-    curve = run(Options(options.fn, mode="curve", fars=options.fars, far_rule=options.far_rule,
-                        chunk=options.chunk, similarity=options.similarity, modes=("curve",),
-                        eer_rule=options.eer_rule))
-    if tar:
-        report.tar_at_far = curve.tar_at_far
-    if report._eer_undecided:
-        report.eer, report.eer_threshold = curve.eer, curve.eer_threshold
-        report._eer_undecided = False
+    curve_options = Options(options.fn, mode="curve", fars=(), chunk=options.chunk,
+                            similarity=options.similarity, modes=("curve",),
+                            eer_rule=options.eer_rule,
+                            progress=options.pass_progress(report.passes + 1))
+    curve = finish(count(curve_options), curve_options)[0]
+    report.eer, report.eer_threshold = curve.eer, curve.eer_threshold
+    report._eer_undecided = False
+    report.passes += curve.passes
     return report
 
 
 def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_set=False,
-              device=None, chunk=None, similarity="cosine", progress=None, group=None):
+              drop_intermediate=True, device=None, chunk=None, similarity="cosine",
+              progress=None, group=None):
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
-    sklearn.metrics.roc_curve(y_true, y_score) on the flattened pairs
-    (drop_intermediate=True, thresholds[0] = inf; half-precision scores as
-    their float32 values).
+    sklearn.metrics.roc_curve(y_true, y_score, drop_intermediate=...) on the
+    flattened pairs (thresholds descending, thresholds[0] = inf; half-precision
+    scores as their float32 values): by default (True) scikit-learn's points,
+    those where the curve turns; with False, a point at every distinct score.
 
     Same inputs as evaluate(). Every distinct score is counted, so memory grows
     with the number of distinct scores (at most one per pair), plus `chunk`
@@ -540,7 +649,7 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     """
     options = _distributed.checked("roc_curve", group, lambda: Options(
         "roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
-        progress=progress, modes=("curve",)))
+        progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
     report, summary = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q,
                                        feat_g, same_set, device, group), options)
     return curve_arrays(summary)
@@ -576,21 +685,22 @@ def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=Non
         chunk=chunk, similarity=similarity, progress=progress, modes=MODES + ("curve",),
         eer_rule=eer_rule, max_fpr=max_fpr))
 
-    def run(options):
-        return finish(pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b,
-                                index_a, index_b, device, group, pos_label), options)[0]
-    return decided_in_curve_mode(run(options), options, run)
+    def count(options, levels=None):
+        return pair_list("evaluate_pairs", options, genuine, score, feat_a, feat_b, index_a,
+                         index_b, device, group, pos_label, levels)
+    return eer_in_curve_mode(finish(count(options), options, count)[0], options, count)
 
 
 def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
-                    index_b=None, pos_label=None, device=None, chunk=None, similarity="cosine",
-                    progress=None, group=None):
+                    index_b=None, pos_label=None, drop_intermediate=True, device=None,
+                    chunk=None, similarity="cosine", progress=None, group=None):
     """(fpr, tpr, thresholds) of a list of pairs, identical to
-    sklearn.metrics.roc_curve(genuine, score, pos_label=pos_label). Inputs as
-    evaluate_pairs()."""
+    sklearn.metrics.roc_curve(genuine, score, pos_label=pos_label,
+    drop_intermediate=...). Inputs as evaluate_pairs(), drop_intermediate as
+    roc_curve()'s."""
     options = _distributed.checked("roc_curve_pairs", group, lambda: Options(
         "roc_curve_pairs", mode="curve", fars=(), chunk=chunk, similarity=similarity,
-        progress=progress, modes=("curve",)))
+        progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
     report, summary = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a,
                                        feat_b, index_a, index_b, device, group, pos_label),
                              options)

@@ -32,6 +32,12 @@ def choice(fn, name, value, options):
     return value
 
 
+def boolean(fn, name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError("%s: %s must be True or False, got %r" % (fn, name, value))
+    return bool(value)
+
+
 def same_set_code(fn, value):
     if isinstance(value, (bool, np.bool_)):
         return int(bool(value))

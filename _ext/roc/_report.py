@@ -48,10 +48,10 @@ class RocReport:
     """What evaluate() returns.
 
     fpr, tpr, thresholds   the curve, thresholds descending, thresholds[0] = inf
-                           (exact mode: scikit-learn's points, less the inner
-                           points of horizontal runs where tied impostors make
-                           scikit-learn keep extra collinear points; binned
-                           mode: one point per bin edge)
+                           (curve mode: scikit-learn's drop_intermediate points;
+                           exact mode: those, less the inner points of horizontal
+                           runs where tied impostors make scikit-learn keep extra
+                           collinear points; binned mode: one point per bin edge)
     false_accepts, true_accepts   the pair counts behind fpr and tpr
     auc                    the Mann-Whitney statistic U / (P N) (ties counted half),
                            rounded once from its exact integer counts: the area
@@ -75,6 +75,9 @@ class RocReport:
     n_nan                  pairs with a NaN score, excluded
     counts                 the raw counts (dict of NumPy arrays; see counts_doc)
     mode, far_rule, pairs, device_bytes_peak
+    passes                 passes over the pairs: 1, more where exact mode's corners
+                           could not decide nearest_sklearn's rows (probing passes)
+                           or nearest_mean's EER (a pass in curve mode)
     communication          with a group: bytes this rank sent in the collectives of
                            the levels and counts, their wall time and the world
                            size; None for one process
@@ -116,6 +119,13 @@ class RocReport:
                          % (self.max_fpr, self.partial_auc))
         lines.append("%d genuine pairs, %d impostor pairs, %d NaN scores excluded"
                      % (self.n_genuine, self.n_impostor, self.n_nan))
+        if self.passes > 1:
+            rules = [what for rule, what in (
+                (self.far_rule == "nearest_sklearn", "nearest_sklearn's rows"),
+                (self.eer_rule == "nearest_mean", "nearest_mean's EER")) if rule]
+            lines.append("%d passes over the pairs: where exact mode's corners cannot decide "
+                         "%s, further passes count the tied impostor scores that do"
+                         % (self.passes, " and ".join(rules)))
         return "\n".join(lines)
 
     def to_dict(self, curve=False):
@@ -125,6 +135,7 @@ class RocReport:
         counts as lists (large: prefer save_curve)."""
         out = {
             "mode": self.mode, "far_rule": self.far_rule, "pairs": self.pairs,
+            "passes": self.passes,
             "n_genuine": self.n_genuine, "n_impostor": self.n_impostor, "n_nan": self.n_nan,
             "auc": _json_number(self.auc), "eer": _json_number(self.eer),
             "eer_threshold": _json_number(self.eer_threshold), "eer_rule": self.eer_rule,
@@ -155,8 +166,9 @@ class RocReport:
         np.savez(path, **arrays)
 
 
-def report_from_summary(summary, options, pairs):
-    """A RocReport of a C roc_summary made with `options` (_evaluate.Options)."""
+def report_from_summary(summary, options, pairs, passes=1):
+    """A RocReport of a C roc_summary made with `options` (_evaluate.Options),
+    after `passes` passes over the pairs."""
     s = summary
     n = s.n_points
     mode = MODE_NAMES[s.mode]
@@ -183,8 +195,8 @@ def report_from_summary(summary, options, pairs):
     else:
         counts = {}
     return RocReport(
-        mode=mode, far_rule=options.far_rule, pairs=pairs, eer_rule=options.eer_rule,
-        max_fpr=options.max_fpr,
+        mode=mode, far_rule=options.far_rule, pairs=pairs, passes=passes,
+        eer_rule=options.eer_rule, max_fpr=options.max_fpr,
         partial_auc=None if options.max_fpr is None else float(s.partial_auc),
         _eer_undecided=bool(s.eer_undecided),  # for _evaluate's second pass, in curve mode
         fpr=_array(s, s.fpr, n, np.float64), tpr=_array(s, s.tpr, n, np.float64),

@@ -60,6 +60,27 @@ def shared_failures(rank, genuine, score):
     return failures
 
 
+def nearest_sklearn_failures(device):
+    """nearest_sklearn on tied pair scores (genuine scores 0.1 apart, impostors
+    on fiftieths) whose rows exact mode's corners leave undecided: the ranks'
+    probing passes (no lists on the GPU) give one GPU's report, and the CPU's
+    (its lists), count for count."""
+    rng = np.random.default_rng(4)
+    n = 200000
+    genuine = rng.random(n) < 0.05
+    score = np.where(genuine, np.round(rng.normal(1, 0.5, n), 1) + 0.05,
+                     np.round(rng.normal(0, 0.5, n) * 50) / 50).astype(np.float32)
+    nearest = dict(fars=tuple(np.linspace(0.002, 0.6, 61)), far_rule="nearest_sklearn")
+    on_cpu = roc.evaluate_pairs(genuine, score, **nearest)
+    genuine, score = torch.from_numpy(genuine).to(device), torch.from_numpy(score).to(device)
+    one = roc.evaluate_pairs(genuine, score, **nearest)
+    a, b = roc.shard_rows(n, True)
+    many = roc.evaluate_pairs(genuine[a:b], score[a:b], group=True, **nearest)
+    if same(one, many) and same(one, on_cpu) and one.passes > 1 and many.passes > 1:
+        return []
+    return [("pairs", "nearest_sklearn", one.passes, many.passes)]
+
+
 def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
@@ -96,6 +117,7 @@ def main():
     if not same(roc.evaluate_pairs(genuine, flat),
                 roc.evaluate_pairs(genuine[a:b], flat[a:b], group=True)):
         failures.append(("pairs",))
+    failures += nearest_sklearn_failures(device)
     failures += shared_failures(rank, genuine[a:b], flat[a:b])
     everyone = [None] * world
     dist.all_gather_object(everyone, failures)

@@ -121,6 +121,29 @@ def test_roc_curve_hard():
     assert report.auc == float(mann_whitney(y_true, scores(y_pred)))
 
 
+@pytest.mark.parametrize("y_true, y_score, kept", [
+    ([0, 0, 0, 0, 1, 1], [0.0, 0.2, 0.5, 0.6, 0.7, 1.0], [np.inf, 1.0, 0.7, 0.0]),
+    ([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1],
+     [0.0, 0.1, 0.6, 0.6, 0.7, 0.8, 0.9, 0.6, 0.7, 0.8, 0.9, 0.9, 1.0],
+     [np.inf, 1.0, 0.9, 0.7, 0.6, 0.0]),
+])
+def test_roc_curve_drop_intermediate(y_true, y_score, kept):
+    """test_roc_curve_drop_intermediate's cases (distinct scores, then tied
+    ones): the thresholds drop_intermediate=True keeps, on both curve
+    functions; drop_intermediate=False keeps every distinct score."""
+    y_true, y_score = np.array(y_true), scores(y_score)
+    labels_q, labels_g = np.zeros(1, int), np.where(y_true == 1, 0, 1 + np.arange(y_true.size))
+    for drop, expected in ((True, scores(kept)), (False, np.r_[np.inf, np.unique(y_score)[::-1]])):
+        curves = (roc.roc_curve_pairs(y_true, y_score, drop_intermediate=drop),
+                  roc.roc_curve(labels_q, labels_g, score=y_score[None, :],
+                                drop_intermediate=drop))
+        for curve in curves:
+            np.testing.assert_array_equal(curve[2], expected)
+            for ours, theirs in zip(curve, sk_roc_curve(y_true, y_score,
+                                                        drop_intermediate=drop)):
+                np.testing.assert_array_equal(ours, theirs)
+
+
 @pytest.mark.parametrize("y_true, y_score, fpr, tpr, auc", [
     ([0, 1], [0, 1], [0, 0, 1], [0, 1, 1], 1.0),
     ([0, 1], [1, 0], [0, 1, 1], [0, 0, 1], 0.0),
@@ -517,6 +540,9 @@ def test_nearest_mean_inside_a_run_of_impostors(tie):
         report = roc.evaluate_pairs(y_true, y_score, eer_rule="nearest_mean", mode=mode)
         assert report.eer == reference and not report._eer_undecided
         assert report.eer_threshold == y_score[2 + nearest - 1]
+        assert report.passes == (2 if mode == "exact" else 1)
+        assert ("2 passes over the pairs: where exact mode's corners cannot decide "
+                "nearest_mean's EER" in report.table()) == (mode == "exact")
 
 
 def test_binned_mode_takes_the_rules_on_its_own_curve(rng):

@@ -29,6 +29,11 @@ def data(seed=7):
     out["set_feat"] = rng.normal(size=(97, 12)).astype(np.float32)
     out["genuine"] = rng.random(5000) < 0.2
     out["pair_score"] = np.round(rng.normal(size=5000) + out["genuine"], 2).astype(np.float32)
+    # genuine scores 0.1 apart (odd hundredths), five tied impostor scores (even
+    # hundredths) between two of them
+    out["run_genuine"] = rng.random(4000) < 0.05
+    out["run_score"] = np.where(out["run_genuine"], np.round(rng.normal(1, 0.5, 4000), 1) + 0.05,
+                                np.round(rng.normal(0, 0.5, 4000) * 50) / 50).astype(np.float32)
     return out
 
 
@@ -62,6 +67,10 @@ def shards(n, world, rank, uneven):
 
 
 RULES = ("max_tpr", "nearest", "first_above", "interpolate", "nearest_sklearn")
+# targets on tied pair scores (data()'s run_score) where exact mode's corners leave
+# nearest_sklearn undecided: the ranks' probing passes decide them (one process:
+# its CPU lists)
+NEAREST_FARS = tuple(np.linspace(0.002, 0.6, 61))
 
 
 def scenarios(d, world, rank, group):
@@ -101,6 +110,10 @@ def scenarios(d, world, rank, group):
             end = min(start + 10, b)
             acc.update(d["labels_q"][start:end], d["feat_q"][start:end])
         out[("accumulator", mode)] = summary(acc.compute())
+    pair_a, pair_b = _shard(4000, rank, world, False)
+    report = roc.evaluate_pairs(d["run_genuine"][pair_a:pair_b], d["run_score"][pair_a:pair_b],
+                                fars=NEAREST_FARS, far_rule="nearest_sklearn", group=group)
+    out[("pairs", "nearest_sklearn")] = summary(report), report.passes
     return out
 
 
@@ -167,6 +180,12 @@ def test_pairs_and_accumulator_across_ranks(ranks):
         for result in results.values():
             assert result[("pairs", mode)] == want
             assert result[("accumulator", mode)] == acc
+    nearest = roc.evaluate_pairs(d["run_genuine"], d["run_score"], fars=NEAREST_FARS,
+                                 far_rule="nearest_sklearn")
+    for result in results.values():
+        report, passes = result[("pairs", "nearest_sklearn")]
+        assert report == summary(nearest)
+        assert nearest.passes == 1 and passes > 1  # the lists, and the ranks' probes
 
 
 def test_group_needs_initialised_torch_distributed():

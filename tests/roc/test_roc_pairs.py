@@ -1,7 +1,8 @@
 """Lists of pairs (evaluate_pairs, roc_curve_pairs), the pair conventions
-(ordered same-set pairs) and the nearest_sklearn rule, against scikit-learn;
-GPU against CPU on the GPU machine. The accumulator's batches of pairs:
-test_roc_accumulator.py; the GPU's sorted count: test_roc_strategies_gpu.py."""
+(ordered same-set pairs), against scikit-learn; GPU against CPU on the GPU
+machine. The nearest_sklearn rule: test_roc_far_rules.py; the accumulator's
+batches of pairs: test_roc_accumulator.py; the GPU's sorted count:
+test_roc_strategies_gpu.py."""
 
 import numpy as np
 import pytest
@@ -72,48 +73,6 @@ def test_evaluate_pairs_tar_rules_on_a_tie_free_curve(rng, rule):
     if rule == "nearest_sklearn":
         for row in curve.tar_at_far:
             assert row.tar == insightface_tar(genuine, score, row.far)
-
-
-def test_nearest_sklearn_on_scikit_learns_curve_with_ties(rng):
-    """The curve mode holds every point scikit-learn keeps, ties included."""
-    for _ in range(20):
-        genuine, score = flat_pairs(rng, 600, "ties", positive=0.3)
-        fars = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
-        report = roc.evaluate_pairs(genuine, score, mode="curve", far_rule="nearest_sklearn",
-                                    fars=fars)
-        for row in report.tar_at_far:
-            assert row.tar == insightface_tar(genuine, score, row.far)
-
-
-def test_nearest_sklearn_in_exact_mode_where_corners_cannot_decide():
-    """A horizontal run whose tied impostors make scikit-learn keep an inner
-    point nearer the target than any corner (FAR 0.5: scikit-learn's point at
-    FPR 0.4, TPR 2/3; the corners' nearest is (0.7, 1)): exact mode gives
-    InsightFace's answer by counting the curve."""
-    genuine = np.array([1, 1, 1] + [0] * 10, bool)
-    score = np.array([1.0, 1.0, 0.2, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.1, 0.1, 0.1],
-                     np.float32)
-    report = roc.evaluate_pairs(genuine, score, fars=(0.5, 0.55, 0.05),
-                                far_rule="nearest_sklearn")
-    assert [row.tar for row in report.tar_at_far] == [
-        insightface_tar(genuine, score, far) for far in (0.5, 0.55, 0.05)]
-    assert report.tar_at_far[0].tar == pytest.approx(2 / 3)
-    assert report.mode == "exact" and len(report.fpr) == 5  # still exact mode's corners
-    # the corners alone would pick (0.7, 1.0): the second pass decided it
-    from _ext.roc._evaluate import _undecided_nearest_sklearn
-    assert _undecided_nearest_sklearn(roc.evaluate_pairs(genuine, score, fars=(0.5,)))
-
-
-@pytest.mark.parametrize("seed", range(10))
-def test_nearest_sklearn_in_exact_mode_with_tied_impostors(seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(10):
-        genuine, score = flat_pairs(rng, 400, positive=0.25)
-        score = (np.round(score * 20) / 20).astype(np.float32)  # long runs, many ties
-        fars = tuple(np.linspace(0.01, 0.6, 25))
-        report = roc.evaluate_pairs(genuine, score, fars=fars, far_rule="nearest_sklearn")
-        for row in report.tar_at_far:
-            assert row.tar == insightface_tar(genuine, score, row.far), row.far
 
 
 def test_listed_pairs_score_like_pair_scores(rng):
