@@ -169,10 +169,11 @@ else
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q $(FUZZ_TESTS) $(PYTEST_ARGS)
 endif
 
-# Benchmarks on the GPU: the ROC evaluators and the further ops beside their
-# peers -> BENCHMARKS.md
+# Benchmarks on the GPU: the ROC evaluators, the 1:N ranking and the further
+# ops beside their peers -> BENCHMARKS.md
 bench: build build/libroc_blog.so
 	$(PY) scripts/bench_roc.py --markdown BENCHMARKS.md
+	$(PY) scripts/bench_rank.py --markdown BENCHMARKS.md
 	$(PY) scripts/bench_ops.py --markdown BENCHMARKS.md
 	$(PY) scripts/bench_calls.py --markdown BENCHMARKS.md
 

@@ -1,8 +1,11 @@
 """BENCHMARKS.md as sections, one a benchmark script: each script rewrites
-its own and keeps the others.
+its own and keeps the others; and the targets table a section ends with.
 """
 
+import operator
 import os
+
+MEETS = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
 
 
 def write_section(path, name, section):
@@ -18,3 +21,13 @@ def write_section(path, name, section):
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     with open(path, "w") as f:
         f.write(text)
+
+
+def targets_table(checks):
+    """The markdown table of (target, measured value, bound, sense) rows,
+    sense one of MEETS: each value, and whether it meets its bound."""
+    lines = ["| target | measured | met |", "|---|---|---|"]
+    for name, value, bound, sense in checks:
+        met = MEETS[sense](value, bound)
+        lines.append("| %s | %.2f | %s |" % (name, value, "yes" if met else "**no**"))
+    return "\n".join(lines)

@@ -1,8 +1,11 @@
 """Timing that the benchmark scripts share: CUDA-event timing with L2
-flushed, and the measured copy bandwidth they divide by.
+flushed, the measured copy bandwidth and fp32 GEMM rate they divide by, and
+a host run's wall time with its peak NumPy memory.
 """
 
 import statistics
+import time
+import tracemalloc
 
 import torch
 
@@ -45,3 +48,32 @@ def copy_gbps(timer, device="cuda", nbytes=1 << 30):
     dst = torch.empty_like(src)
     ms = timer(lambda: dst.copy_(src))
     return 2 * nbytes / (ms * 1e6)
+
+
+def fp32_gemm_rate(timer, device="cuda", n=8192):
+    """FLOP per second of torch.matmul of two n x n float32 matrices (2 n^3
+    FLOP), TF32 off for the measurement."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ms = timer(lambda: torch.matmul(a, b))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    return 2 * n ** 3 / (ms / 1e3)
+
+
+def host_run(fn):
+    """(fn's result, its wall time in ms, the peak bytes that tracemalloc saw
+    allocated during it): NumPy's arrays and Python's objects, not torch's
+    tensors. One run."""
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        result = fn()
+        ms = (time.perf_counter() - start) * 1e3
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return result, ms, peak

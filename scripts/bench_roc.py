@@ -40,17 +40,14 @@ from _ext import roc  # noqa: E402
 from benchmarks.roc_workloads import (workload_distributed, workload_features,  # noqa: E402
                                       workload_matrix, workload_pairs, workload_same_set,
                                       workload_scale)
-from benchmarks.sections import write_section  # noqa: E402
-from benchmarks.timing import copy_gbps, cuda_event_timer  # noqa: E402
+from benchmarks.sections import targets_table, write_section  # noqa: E402
+from benchmarks.timing import copy_gbps, cuda_event_timer, fp32_gemm_rate  # noqa: E402
 
 
 def ceilings(timer):
     """Measured copy bandwidth (bytes read + written per second) and fp32 GEMM
     rate (FLOP per second, TF32 off)."""
-    a = torch.randn(8192, 8192, device="cuda")
-    b = torch.randn(8192, 8192, device="cuda")
-    gemm_ms = timer(lambda: torch.matmul(a, b))
-    return copy_gbps(timer) * 1e9, 2 * 8192 ** 3 / (gemm_ms / 1e3)
+    return copy_gbps(timer) * 1e9, fp32_gemm_rate(timer)
 
 
 def distributed(args):
@@ -174,11 +171,7 @@ def main(argv=None):
         checks += [("IJB-C size, flat scores, exact <= 1 ms", targets["ijb flat"], 1.0, "<="),
                    ("IJB-C size, from template features, exact <= 20 ms",
                     targets["ijb features"], 20.0, "<=")]
-    lines = ["| target | measured | met |", "|---|---|---|"]
-    for name, value, bound, sense in checks:
-        met = value >= bound if sense == ">=" else value <= bound
-        lines.append("| %s | %.2f | %s |" % (name, value, "yes" if met else "**no**"))
-    summary = "\n".join(lines)
+    summary = targets_table(checks)
     print(summary)
 
     if args.markdown:
