@@ -29,7 +29,7 @@ COLUMNS = ("TEMPLATE_ID", "SUBJECT_ID")
 # the CMC ranks ijb_evals.py prints
 MEAN_RANKS = (1, 5, 10)
 # ijb_evals.py's FPIR targets: its table's rows, and its DIR-vs-FPIR curve's
-# 100 points a decade apart by 4 / 100 from 1e-4, and 1
+# points, 10^(-4 + 0.04 i) for i = 0 .. 99, and 1
 TABLE_FPIRS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 CURVE_FPIRS = tuple(10.0 ** (-4 + 4 * i / 100) for i in range(100)) + (1.0,)
 

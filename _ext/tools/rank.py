@@ -279,7 +279,7 @@ def run(args):
         reports[name] = report
     done = time.perf_counter()
     if args.ijb:
-        mean = ijb_1n.mean_of(reports, len(searches["G1"]["feat_q"]))
+        mean = ijb_1n.mean_of(reports, reports["G1"].n_queries)
         for name, report in reports.items():
             print("%s (%s):\n%s\n" % (name, inputs[name], report.table()))
         print(ijb_1n.table(reports, mean))
