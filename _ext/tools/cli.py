@@ -35,6 +35,19 @@ def far_value(text):
     return value
 
 
+def bare_list_options(argv, names):
+    """argv with each option of `names` (its value an optional list file) made
+    bare, `--name=`, where the next word is an .npz: argparse would hand an
+    option with an optional value the next word, whatever it is, and a file
+    after it is the command's features file (those lists are text, never an
+    .npz)."""
+    out = list(argv)
+    for i, word in enumerate(out[:-1]):
+        if word in names and out[i + 1].endswith(".npz"):
+            out[i] = word + "="
+    return out
+
+
 def require(module, purpose):
     """The imported module; InputError saying what needs it and how to install
     it where it cannot be imported."""

@@ -40,7 +40,8 @@ import numpy as np
 import _ext
 
 from . import embeddings, lfw, templates
-from .cli import add_version, far_value, optional, quiet_on_closed_pipe, require
+from .cli import (add_version, bare_list_options, far_value, optional, quiet_on_closed_pipe,
+                  require)
 from .embeddings import InputError, check_writable
 from .plot_roc import curve_of_report, draw
 from .progress import LINE_SECONDS, Progress
@@ -49,6 +50,8 @@ from .progress import MODES as PROGRESS_MODES
 PROG = "ext-roc"
 DEFAULT_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 SAME_SET = ("unordered", "ordered")
+# the options whose value, an optional list file, may be left out
+LIST_OPTIONS = ("--templates", "--face-scores")
 # The library raises an error of one of its agreement steps on every rank,
 # as "<function>: rank R: ...": rank 0 alone prints it.
 AGREED = re.compile(r"^(%s|evaluate|evaluate_pairs): rank \d+( \(and \d+ other rank\(s\)\))?: "
@@ -95,14 +98,10 @@ def bare_options(argv):
     """argparse hands an option with an optional value the next word, whatever
     it is: a file after a bare --same-set, --templates or --face-scores is the
     command's file, not the option's value (those lists are text, never an .npz)."""
-    out = list(argv)
-    for i, word in enumerate(out):
-        after = out[i + 1] if i + 1 < len(out) else None
-        if word == "--same-set" and after is not None and after not in SAME_SET:
+    out = bare_list_options(argv, LIST_OPTIONS)
+    for i, word in enumerate(out[:-1]):
+        if word == "--same-set" and out[i + 1] not in SAME_SET:
             out[i] = "--same-set=unordered"
-        elif word in ("--templates", "--face-scores") and after is not None and \
-                after.endswith(".npz"):
-            out[i] = word + "="
     return out
 
 
