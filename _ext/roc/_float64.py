@@ -75,8 +75,9 @@ def _wide(x):
 
 
 class ScoreScale:
-    """The distinct scores D (float64, ascending, no NaN; a NumPy array or a
-    torch tensor on the scores' device) and the surrogates they number."""
+    """The distinct scores D (float64, ascending, no NaN, zero as +0.0; a
+    NumPy array or a torch tensor on the scores' device) and the surrogates
+    they number."""
 
     def __init__(self, fn, distinct):
         if distinct.shape[0] > CAPACITY:
@@ -85,7 +86,7 @@ class ScoreScale:
                 "evaluator can order exactly (the normal float32s it orders them as): round "
                 "them to fewer distinct values" % (fn, distinct.shape[0], CAPACITY))
         self.fn = fn
-        self.distinct = distinct + 0.0  # -0.0 as +0.0, the zero NumPy and torch compare as
+        self.distinct = distinct
         self.n = int(distinct.shape[0])
 
     def surrogate(self, index, nan):
@@ -115,8 +116,9 @@ class ScoreScale:
         valid = ((index >= 0) & (index < self.n) &
                  ~((key >= SKIPPED_FROM) & (key < SKIPPED_FROM + SKIPPED_KEYS)))
         if not valid.all():
+            wrong = values[finite][~valid][0].item()
             raise RuntimeError("%s: the evaluator reported the score %r, which is none of the "
-                               "float64 scores' surrogates" % (self.fn, values[finite][~valid][0]))
+                               "float64 scores' surrogates" % (self.fn, wrong))
         distinct = self.distinct
         if _is_torch(distinct):
             picked = distinct[_ffi.torch.from_numpy(index).to(distinct.device)].cpu().numpy()
@@ -128,15 +130,16 @@ class ScoreScale:
 
 def _distinct_with_index(x):
     """(D, the index in D of each score (int64, x's shape), NaN mask) of the
-    scores x, in one sort (NumPy and torch both sort NaN last)."""
+    scores x, in one sort (NumPy and torch both sort NaN last; -0.0 and +0.0
+    are one value, made +0.0)."""
     if _is_torch(x):
         torch = _ffi.torch
         values, index = torch.unique(x, sorted=True, return_inverse=True)
         n = int((~torch.isnan(values)).sum())
-        return values[:n], index, torch.isnan(x)
+        return values[:n] + 0.0, index, torch.isnan(x)
     values, index = np.unique(x.reshape(-1), return_inverse=True)
     n = int((~np.isnan(values)).sum())
-    return values[:n], index.reshape(x.shape), np.isnan(x)
+    return values[:n] + 0.0, index.reshape(x.shape), np.isnan(x)
 
 
 def _distinct(x):
