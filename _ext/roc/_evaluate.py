@@ -566,12 +566,19 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    is genuine when they are equal, compared exactly
                                    whatever the two dtypes; a float label that is not
                                    an integer (NaN, infinities) is a ValueError
-    score (Q, G)                   a score matrix: float32, or float16 / bfloat16
-                                   (widened exactly to a float32 copy); float64 is
-                                   refused for now (cast it; exact float64 is
-                                   planned), or
+    score (Q, G)                   a score matrix: float32, float16 / bfloat16
+                                   (widened exactly to a float32 copy), or float64,
+                                   ordered and tied exactly as float64 in exact and
+                                   curve mode (an order-preserving float32 stand-in
+                                   per score, every reported score mapped back:
+                                   _float64.py; a sort of the scores and O(N) extra
+                                   memory, with a group O(distinct scores) of
+                                   communication), rounded to float32 in binned mode
+                                   (its edges are float32), or
     feat_q (Q, D), feat_g (G, D)   float32 features, scored tile by tile and never
-                                   stored: similarity "cosine" (default) or "dot"
+                                   stored: similarity "cosine" (default) or "dot";
+                                   float64 features are refused (cast them: every
+                                   score is an fp32 FMA chain, as pair_scores)
     same_set                       the query set is the gallery (labels_g and feat_g
                                    may then be None): True or "unordered" counts each
                                    unordered pair once, "ordered" twice (IFRT's
@@ -655,7 +662,7 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
     sklearn.metrics.roc_curve(y_true, y_score, drop_intermediate=...) on the
     flattened pairs (thresholds descending, thresholds[0] = inf; half-precision
-    scores as their float32 values): by default (True) scikit-learn's points,
+    scores as their float32 values, float64 scores as themselves): by default (True) scikit-learn's points,
     those where the curve turns; with False, a point at every distinct score.
 
     Same inputs as evaluate(). Every distinct score is counted, so memory grows

@@ -206,7 +206,7 @@ def exact_scores(fn, session, held, infos):
             index[nan] = 0
         held["score"] = scale.surrogate(index, nan)
         return scale
-    return session.step(numbered)
+    return session.step(lambda: _guarded(fn, held["score"], numbered))
 
 
 def prepared(fn, name, x, mode):

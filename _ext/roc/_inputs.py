@@ -1,5 +1,6 @@
 """The evaluator's inputs, checked and converted before any C call: option
-values, arrays and where they live, scores made float32, labels made
+values, arrays and where they live, scores made float32 (float64 scores
+checked here, ordered exactly by _float64.py), labels made
 integers the C side compares, and y_true made the genuine flags it counts.
 
 Every error is a TypeError or ValueError (RuntimeError for devices,
