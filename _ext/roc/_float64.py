@@ -14,8 +14,9 @@ The surrogates are the normal float32s, -FLT_MAX upward, skipping zeros and
 subnormals (a build that flushes subnormals to zero would merge them): at most
 2^32 - 2^25 distinct scores (a ValueError beyond). Memory: the surrogate is a
 float32 copy of the scores plus, while it is made, their sorted distinct
-values and an int64 index per score: O(N) for N scores (about 20 bytes a score
-at the peak, 4 kept). With a group, every rank's distinct scores cross the
+values, an int64 index per score and int64 temporaries of the key
+arithmetic: O(N) for N scores (up to about 40 bytes a score at the peak, 4
+kept). With a group, every rank's distinct scores cross the
 network (all_gather of 8 bytes per distinct score and rank): O(distinct
 scores) of communication, then each rank numbers its own scores by a binary
 search in D.
@@ -160,7 +161,7 @@ def _guarded(fn, x, work):
         if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError" or \
                 "memory" in str(error).lower():
             raise _ffi.allocation_error(
-                fn, "the float64 scores' surrogate (a sort of the scores, 20 bytes a score)",
+                fn, "the float64 scores' surrogate (a sort of the scores, up to 40 bytes a score)",
                 tuple(x.shape), str(getattr(x, "device", "cpu")), error) from error
         raise
 
