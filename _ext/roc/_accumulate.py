@@ -15,7 +15,12 @@ batch is refused where it enters and the batches before it stay usable. It
 keeps every batch in one form, whatever the form it came in (torch, NumPy,
 lists, any DLPack producer, mixed from batch to batch): torch tensors (NumPy
 arrays where torch is not installed) on the stream's device (device=, else
-the first batch's); scores float32 (float16 and bfloat16 widened exactly);
+the first batch's); scores float32 (float16 and bfloat16 widened exactly)
+or float64, as they come: a stream with a float64 batch is evaluated in
+float64, its float32 batches widened exactly (as NumPy and torch concatenate
+them), so its report is that of evaluate_pairs on the concatenation (float64
+scores ordered exactly, _float64.py; binned mode counts each batch as it
+comes, float64 scores rounded to float32, its bins' precision);
 genuine flags as bool, under scikit-learn's default pos_label rule over all
 the batches so far; labels_q in the dtype of the first batch. A later batch
 whose labels that dtype cannot hold exactly is refused: concatenating them
@@ -53,11 +58,15 @@ def _copy(x):
 
 def _concat(parts):
     """The batches' arrays, of one kind and device, and of one dtype but for
-    empty ones (update() made them so): those take the others' dtype, which
-    no promotion can then change."""
-    dtype = next((p.dtype for p in parts if p.shape[0]), parts[0].dtype)
+    empty ones and float32 scores beside float64 ones (update() made them
+    so): empty ones take the others' dtype, which no promotion can then
+    change; float32 scores are widened to float64 (exactly)."""
+    dtypes = [p.dtype for p in parts if p.shape[0]] or [parts[0].dtype]
     if _ffi.is_tensor(parts[0]):
-        return _ffi.torch.cat([p.to(dtype) for p in parts])
+        torch = _ffi.torch
+        dtype = torch.float64 if torch.float64 in dtypes else dtypes[0]
+        return torch.cat([p.to(dtype) for p in parts])
+    dtype = np.dtype(np.float64) if np.dtype(np.float64) in dtypes else dtypes[0]
     return np.concatenate([p.astype(dtype, copy=False) for p in parts])
 
 
@@ -153,12 +162,14 @@ class RocAccumulator:
         """(genuine flags, score) in the stream's form, and the stream then: its
         device, and the values of genuine in every batch so far (the default
         pos_label rule covers them all, as it would their concatenation)."""
-        require_score_dtype(UPDATE, "score", require_array(UPDATE, "score", score))
+        require_score_dtype(UPDATE, "score", require_array(UPDATE, "score", score), float64=True)
         device = self._device(score)
         flags, classes = genuine_flags(UPDATE, "genuine", genuine, None,
                                        self.stream["classes"] if self.stream else set(),
                                        takes_pos_label=False)
-        score = float32_scores(UPDATE, "score", _on_device("score", score, device))
+        score = _on_device("score", score, device)
+        if _ffi.dtype_name(score) != "float64":
+            score = float32_scores(UPDATE, "score", score)
         if len(score.shape) != 1:
             raise ValueError("%s: score must be 1-D (N,), got shape %s"
                              % (UPDATE, tuple(score.shape)))

@@ -2,7 +2,7 @@
 gloo between CPUs), for evaluate(..., group=...) and its siblings.
 
 Each rank counts its own pairs; what crosses the network does not grow with
-the number of pairs:
+the number of pairs (float64 scores' distinct values, 2b, aside):
 
   1. one small object per rank after each local step (all_gather_object): the
      call it belongs to and the step's outcome (a failure there, of any
@@ -10,6 +10,9 @@ the number of pairs:
      what the ranks must agree on (options, feature dimension, gallery size)
   2. the genuine levels: every rank's distinct genuine scores and counts
      (all_gather, 16 bytes a level and rank), merged the same way everywhere
+  2b. with float64 scores (exact and curve mode), every rank's distinct
+     scores (all_gather, 8 bytes a distinct score and rank: _float64.py), so
+     that every rank numbers its scores on one scale
   3. the counts: one all_reduce SUM of the int64 counters (2 U + 3 for exact
      mode, bins + 4 binned), MIN of the U + 1 gap minima, MAX of the top score
      and SUM of its count; the curve mode gathers its distinct scores instead

@@ -13,13 +13,13 @@ import copy
 import numpy as np
 
 from .. import _ffi
-from . import _distributed
+from . import _distributed, _float64
 from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, boolean,
-                      choice, comparable_labels, far_targets, float32_scores, genuine_flags,
+                      choice, comparable_labels, far_targets, genuine_flags,
                       host_labels, parse_device, partial_auc_bound, positive_int, progress_callback,
-                      require_array, require_default_classes, require_score_dtype, same_set_code,
-                      to_device)
-from ._report import curve_arrays, report_from_summary
+                      require_array, require_default_classes, require_float32,
+                      require_score_dtype, same_set_code, to_device)
+from ._report import report_from_summary
 from ._roc import ffi, lib
 
 MODE_CODES = {"exact": lib.ROC_MODE_EXACT, "binned": lib.ROC_MODE_BINNED,
@@ -275,6 +275,8 @@ def finish(counted, options, count=None):
         summary = summarize()
         pending = _pending(summary)
     report = report_from_summary(summary, options, setup["pairs"], passes)
+    if setup.get("scale") is not None:  # float64 scores, counted as their surrogates
+        report.map_scores(setup["scale"].scores)
     report.communication = session.communication
     return report, summary
 
@@ -337,13 +339,16 @@ def _probe(evaluation, session, pending, count, options):
 # ---------------------------------------------------------------------------
 # the counting steps
 
-def _counted(fn, options, session, prepare, create, levels=None):
-    """The steps every evaluation takes up to its counts: prepare the inputs (and
-    agree across ranks), create the evaluator (genuine levels), share the levels
-    (or count against `levels`, the same on every rank, a probing pass's keys),
-    count. Returns (evaluation, setup, session)."""
+def _counted(fn, options, session, prepare, create, held, levels=None):
+    """The steps every evaluation takes up to its counts: prepare the inputs into
+    `held` (and agree across ranks), float64 scores made float32 or their
+    surrogates (setup["scale"]: _float64.exact_scores), create the evaluator
+    (genuine levels), share the levels (or count against `levels`, the same on
+    every rank, a probing pass's keys), count. Returns (evaluation, setup,
+    session)."""
     infos = session.step(prepare, gather=True)
     setup = infos[session.rank]
+    setup["scale"] = _float64.exact_scores(fn, session, held, infos)
     evaluation = session.step(lambda: create(setup, infos))
     if levels is None:
         session.share_levels(evaluation)
@@ -394,7 +399,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
         return Evaluation(fn, handle[0], (dict(held), args), n_query, n_gallery,
                           setup["device"], features=features)
 
-    return _counted(fn, options, session, prepare, create, levels)
+    return _counted(fn, options, session, prepare, create, held, levels)
 
 
 def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device,
@@ -407,7 +412,7 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
         if x is not None:
             require_array(fn, name, x)
     if score is not None:
-        require_score_dtype(fn, "score", score)
+        require_score_dtype(fn, "score", score, float64=True)
     if same_set and not grouped:
         # one process: the queries are the whole set
         if score is not None and (len(score.shape) != 2 or score.shape[0] != score.shape[1]):
@@ -432,9 +437,13 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
         raise ValueError("%s: feat_g is required with feat_q unless same_set=True" % fn)
     device = parse_device(fn, device, score, feat_q, feat_g, labels_q, labels_g)
     same_features = feat_g is feat_q
-    score = float32_scores(fn, "score", to_device(fn, "score", score, device))
+    score, float64_scores = _float64.prepared(fn, "score", to_device(fn, "score", score, device),
+                                              options.mode)
     feat_q = to_device(fn, "feat_q", feat_q, device)
     feat_g = feat_q if same_features else to_device(fn, "feat_g", feat_g, device)
+    for name, x in (("feat_q", feat_q), ("feat_g", feat_g)):
+        if x is not None:
+            require_float32(fn, name, x)
     shape = tuple((score if score is not None else feat_q).shape)
     if len(shape) != 2:
         raise ValueError("%s: %s must be 2-D, got shape %s"
@@ -450,6 +459,7 @@ def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, s
             "source": "score" if score is not None else "features",
             "score_dtype": str(getattr(score if score is not None else feat_q, "dtype", "")),
             "options": options.signature(), "same_set": same_set,
+            "float64_scores": float64_scores,
             "arrays": {"labels_q": labels_q, "labels_g": labels_g, "score": score,
                        "feat_q": feat_q, "feat_g": feat_g}}
 
@@ -504,7 +514,7 @@ def pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, dev
                                                        _ffi.cuda_stream(ffi, held["genuine"])))
         return Evaluation(fn, handle[0], (dict(held), args), n, 1, setup["device"])
 
-    return _counted(fn, options, session, prepare, create, levels)
+    return _counted(fn, options, session, prepare, create, held, levels)
 
 
 def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, index_b, device,
@@ -519,7 +529,7 @@ def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, ind
         if x is not None:
             require_array(fn, name, x)
     if score is not None:
-        require_score_dtype(fn, "score", score)
+        require_score_dtype(fn, "score", score, float64=True)
     genuine, classes = genuine_flags(fn, "genuine", genuine, pos_label,
                                      set() if grouped else None)
     device = parse_device(fn, device, score, feat_a, genuine)
@@ -527,10 +537,15 @@ def _prepare_pair_list(fn, options, genuine, score, feat_a, feat_b, index_a, ind
     arrays = {name: to_device(fn, name, x, device) for name, x in (
         ("genuine", genuine), ("score", score), ("feat_a", feat_a), ("index_a", index_a),
         ("index_b", index_b))}
-    arrays["score"] = float32_scores(fn, "score", arrays["score"])
+    arrays["score"], float64_scores = _float64.prepared(fn, "score", arrays["score"],
+                                                        options.mode)
     arrays["feat_b"] = arrays["feat_a"] if same_features else to_device(fn, "feat_b", feat_b,
                                                                         device)
+    for name in ("feat_a", "feat_b"):
+        if arrays[name] is not None:
+            require_float32(fn, name, arrays[name])
     return {"n_pairs": arrays["genuine"].shape[0], "device": device, "genuine_classes": classes,
+            "float64_scores": float64_scores,
             "options": dict(options.signature(), pos_label=pos_label),
             "dim": arrays["feat_a"].shape[1] if feat_a is not None and
             len(arrays["feat_a"].shape) == 2 else None,
@@ -551,12 +566,19 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    is genuine when they are equal, compared exactly
                                    whatever the two dtypes; a float label that is not
                                    an integer (NaN, infinities) is a ValueError
-    score (Q, G)                   a score matrix: float32, or float16 / bfloat16
-                                   (widened exactly to a float32 copy); float64 is
-                                   refused for now (cast it; exact float64 is
-                                   planned), or
+    score (Q, G)                   a score matrix: float32, float16 / bfloat16
+                                   (widened exactly to a float32 copy), or float64,
+                                   ordered and tied exactly as float64 in exact and
+                                   curve mode (an order-preserving float32 stand-in
+                                   per score, every reported score mapped back:
+                                   _float64.py; a sort of the scores and O(N) extra
+                                   memory, with a group O(distinct scores) of
+                                   communication), rounded to float32 in binned mode
+                                   (its edges are float32), or
     feat_q (Q, D), feat_g (G, D)   float32 features, scored tile by tile and never
-                                   stored: similarity "cosine" (default) or "dot"
+                                   stored: similarity "cosine" (default) or "dot";
+                                   float64 features are refused (cast them: every
+                                   score is an fp32 FMA chain, as pair_scores)
     same_set                       the query set is the gallery (labels_g and feat_g
                                    may then be None): True or "unordered" counts each
                                    unordered pair once, "ordered" twice (IFRT's
@@ -640,7 +662,7 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
     sklearn.metrics.roc_curve(y_true, y_score, drop_intermediate=...) on the
     flattened pairs (thresholds descending, thresholds[0] = inf; half-precision
-    scores as their float32 values): by default (True) scikit-learn's points,
+    scores as their float32 values, float64 scores as themselves): by default (True) scikit-learn's points,
     those where the curve turns; with False, a point at every distinct score.
 
     Same inputs as evaluate(). Every distinct score is counted, so memory grows
@@ -650,9 +672,9 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     options = _distributed.checked("roc_curve", group, lambda: Options(
         "roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
         progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
-    report, summary = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q,
-                                       feat_g, same_set, device, group), options)
-    return curve_arrays(summary)
+    report = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q, feat_g,
+                              same_set, device, group), options)[0]
+    return report.fpr, report.tpr, report.thresholds
 
 
 def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
@@ -701,10 +723,9 @@ def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=No
     options = _distributed.checked("roc_curve_pairs", group, lambda: Options(
         "roc_curve_pairs", mode="curve", fars=(), chunk=chunk, similarity=similarity,
         progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
-    report, summary = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a,
-                                       feat_b, index_a, index_b, device, group, pos_label),
-                             options)
-    return curve_arrays(summary)
+    report = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a, feat_b,
+                              index_a, index_b, device, group, pos_label), options)[0]
+    return report.fpr, report.tpr, report.thresholds
 
 
 def pair_scores(feat_q, feat_g, similarity="cosine"):

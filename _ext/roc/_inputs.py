@@ -1,5 +1,6 @@
 """The evaluator's inputs, checked and converted before any C call: option
-values, arrays and where they live, scores made float32, labels made
+values, arrays and where they live, scores made float32 (float64 scores
+checked here, ordered exactly by _float64.py), labels made
 integers the C side compares, and y_true made the genuine flags it counts.
 
 Every error is a TypeError or ValueError (RuntimeError for devices,
@@ -282,25 +283,27 @@ def cast_exactly(fn, name, x, dtype, whose):
 HALF_DTYPES = ("float16", "bfloat16")
 
 
-def require_score_dtype(fn, name, x):
-    """Scores of a dtype the evaluator takes (float32, or half precision that
-    float32_scores widens); float64 refused, saying how to cast (exact
-    float64 scores are planned: this is the one place that refuses them).
-    Called before the scores are moved anywhere, and by float32_scores after
-    (a producer may show its dtype only once converted)."""
+def require_score_dtype(fn, name, x, float64=False):
+    """Scores of a dtype the evaluator takes: float32, half precision (that
+    float32_scores widens), and float64 where `float64` (the ROC evaluator,
+    which orders float64 scores exactly: _float64.py); float64 refused
+    elsewhere, saying how to cast. Called before the scores are moved
+    anywhere, and by float32_scores after (a producer may show its dtype only
+    once converted)."""
     try:
         dtype = _ffi.dtype_name(x)
     except (AttributeError, TypeError):  # a DLPack producer without a dtype NumPy reads
         return x
-    if dtype == "float32" or dtype in HALF_DTYPES:
+    if dtype == "float32" or dtype in HALF_DTYPES or (float64 and dtype == "float64"):
         return x
     if dtype == "float64":
-        raise TypeError("%s: %s is float64, which the evaluator does not take yet (exact "
-                        "float64 scores are planned); cast it with %s.astype(numpy.float32) "
-                        "or %s.float() if float32 is enough: scores that float32 cannot tell "
-                        "apart then tie, and the curve can differ from scikit-learn's on the "
-                        "float64 scores" % (fn, name, name, name))
-    raise TypeError("%s: %s must be float32, float16 or bfloat16 (half precision is widened "
+        raise TypeError("%s: %s is float64, which this evaluator does not take (the ROC "
+                        "evaluator does); cast it with %s.astype(numpy.float32) or %s.float() "
+                        "if float32 is enough: scores that float32 cannot tell apart then tie"
+                        % (fn, name, name, name))
+    raise TypeError("%s: %s must be float64, float32, float16 or bfloat16 (half precision is "
+                    "widened to float32 exactly), got %s" % (fn, name, dtype) if float64 else
+                    "%s: %s must be float32, float16 or bfloat16 (half precision is widened "
                     "to float32 exactly), got %s" % (fn, name, dtype))
 
 
@@ -317,9 +320,17 @@ def float32_scores(fn, name, x):
 
 
 def require_float32(fn, name, x):
-    """Features: float32 (the evaluator scores them in fp32, as pair_scores)."""
-    if _ffi.dtype_name(x) != "float32":
-        raise TypeError("%s: %s must be float32, got %s" % (fn, name, _ffi.dtype_name(x)))
+    """Features: float32 (the evaluator scores them as fp32 FMA chains, as
+    pair_scores); float64 refused, saying how to cast and why."""
+    dtype = _ffi.dtype_name(x)
+    if dtype == "float64":
+        raise TypeError("%s: %s is float64, but features are scored in float32 (each score an "
+                        "fp32 FMA chain, as pair_scores computes it, the same on the CPU and the "
+                        "GPU): cast them with %s.astype(numpy.float32) or %s.float(); or score "
+                        "them in float64 yourself and pass score= (float64 scores are ordered "
+                        "exactly)" % (fn, name, name, name))
+    if dtype != "float32":
+        raise TypeError("%s: %s must be float32, got %s" % (fn, name, dtype))
     return x
 
 

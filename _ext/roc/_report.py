@@ -101,6 +101,21 @@ class RocReport:
                 "%d points)" % (self.mode, self.n_genuine, self.n_impostor, self.n_nan, self.auc,
                                 self.eer, len(self.fpr)))
 
+    def map_scores(self, scores):
+        """Every score this report carries (the thresholds of the curve, of the
+        EER and of the TAR@FAR rows, exact mode's genuine_scores and
+        impostor_between_min) replaced by scores(those values), a float64
+        NumPy array of their shape: the float64 scores of their surrogates
+        (_float64.py)."""
+        self.thresholds = scores(self.thresholds)
+        self.eer_threshold = float(scores([self.eer_threshold])[0])
+        rows = scores([row.threshold for row in self.tar_at_far])
+        self.tar_at_far = [row._replace(threshold=float(t)) for row, t in zip(self.tar_at_far,
+                                                                                 rows)]
+        for name in ("genuine_scores", "impostor_between_min"):
+            if name in self.counts:
+                self.counts[name] = scores(self.counts[name])
+
     def table(self):
         """The TAR@FAR table as text; a target below 1 / n_impostor is starred."""
         lines = ["%11s  %10s  %12s  %14s" % ("FAR", "TAR", "threshold", "false accepts")]
@@ -206,11 +221,3 @@ def report_from_summary(summary, options, pairs, passes=1):
         auc=float(s.auc), eer=float(s.eer), eer_threshold=float(s.eer_threshold),
         tar_at_far=tar_at_far, n_genuine=int(s.n_genuine), n_impostor=n_impostor,
         n_nan=int(s.n_nan), counts=counts, device_bytes_peak=int(s.device_bytes_peak))
-
-
-def curve_arrays(summary):
-    """(fpr, tpr, thresholds) of a C roc_summary."""
-    n = summary.n_points
-    return (_array(summary, summary.fpr, n, np.float64),
-            _array(summary, summary.tpr, n, np.float64),
-            _array(summary, summary.thresholds, n, np.float64))

@@ -30,7 +30,8 @@ def values(draw, n):
 def arrays_2d(draw, name, half_ok=False):
     """(array, valid): a 2-D array of some dtype and layout, and whether the
     evaluator must take it: float32, contiguous and aligned, or (half_ok, for
-    scores) float16 of any layout, which is widened into a float32 copy."""
+    scores) float16 or float64 of any layout, which are copied (float16 widened
+    to float32, float64 ordered as float64)."""
     q, g = draw(st.integers(0, 9)), draw(st.integers(0, 9))
     dtype = draw(st.sampled_from([np.float32, np.float32, np.float32, np.float64, np.float16,
                                   np.int32]))
@@ -58,7 +59,8 @@ def arrays_2d(draw, name, half_ok=False):
         layout == "broadcast" and x.shape[1] <= 1) or (layout == "transposed" and
                                                         min(x.shape) <= 1)
     aligned = x.ctypes.data % x.itemsize == 0 if x.size else True
-    return x, (dtype == np.float32 and contiguous and aligned) or (half_ok and dtype == np.float16)
+    return x, (dtype == np.float32 and contiguous and aligned) or (
+        half_ok and dtype in (np.float16, np.float64))
 
 
 @st.composite
@@ -72,7 +74,7 @@ def labels(draw, n):
 def sklearn_pairs(labels_q, labels_g, score):
     genuine = (labels_q.astype(np.float64)[:, None] == labels_g.astype(np.float64)[None, :])
     keep = ~np.isnan(score)
-    return genuine[keep], score[keep].astype(np.float32).astype(np.float64)
+    return genuine[keep], score[keep].astype(np.float64)
 
 
 def check_error(error, fn):
@@ -116,7 +118,7 @@ def test_evaluate(data):
 def test_evaluate_pairs(data):
     """y_true of any dtype and values, pos_label or not: taken exactly where
     scikit-learn's roc_curve takes it (values within {0, 1} or {-1, 1}, or a
-    pos_label), with float32 or float16 scores."""
+    pos_label), with float32, float16 or float64 scores."""
     n = data.draw(st.integers(0, 40))
     genuine_dtype = data.draw(st.sampled_from([np.bool_, np.int64, np.int8, np.float32]))
     flags = np.array(data.draw(st.lists(st.sampled_from([0, 1, 1, 0, 2, -1, 0.5]), min_size=n,
@@ -136,7 +138,7 @@ def test_evaluate_pairs(data):
         check_error(error, "evaluate_pairs")
         return
     classes = set(np.unique(flags).tolist())
-    assert score_dtype != np.float64 and score.shape == flags.shape
+    assert score.shape == flags.shape
     assert all(float(v).is_integer() for v in classes)
     assert pos_label is not None or classes <= {0, 1} or classes <= {-1, 1}
     keep = ~np.isnan(score)
@@ -366,14 +368,14 @@ def test_accumulator_stream_of_pair_batches(data):
         except NAMED as error:
             check_error(error, "RocAccumulator.update")
             union = classes | set(y.tolist())
-            assert score_dtype == "float64" or len(score) != n or not (
+            assert len(score) != n or not (
                 union <= {0, 1} or union <= {-1, 1})
             continue
         classes |= set(y.tolist())
-        assert score_dtype != "float64" and len(score) == n
+        assert len(score) == n
         assert classes <= {0, 1} or classes <= {-1, 1}
         taken_y.append(y == 1)
-        taken_score.append(score.float().numpy())
+        taken_score.append(score.double().numpy())  # exact for every score dtype
     if not taken_y:
         return
     genuine, score = np.concatenate(taken_y), np.concatenate(taken_score)

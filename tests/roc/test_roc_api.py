@@ -439,15 +439,16 @@ def test_no_genuine_or_no_impostor_pairs(rng):
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
-    (dict(score=np.zeros((3, 4))), TypeError,
-     "evaluate: score is float64, which the evaluator does not take yet"),
+    (dict(score=np.zeros((3, 4), np.int32)), TypeError,
+     "evaluate: score must be float64, float32, float16 or bfloat16"),
     (dict(score=np.zeros((3, 5), np.float32)), ValueError,
      r"labels_g has 4 elements but there are 5 gallery entries"),
     (dict(score=np.zeros((4, 3), np.float32).T), ValueError, "score must be contiguous"),
     (dict(feat_q=np.zeros((3, 8), np.float32), feat_g=np.zeros((4, 9), np.float32)), ValueError,
      "the feature dimensions differ"),
     (dict(feat_q=np.zeros((3, 8)), feat_g=np.zeros((4, 8), np.float32)), TypeError,
-     "feat_q must be float32, got float64"),
+     r"evaluate: feat_q is float64, but features are scored in float32 .*: cast them with "
+     r"feat_q.astype\(numpy.float32\) or feat_q.float\(\)"),
     (dict(score=np.zeros((3, 4), np.float32), mode="fast"), ValueError,
      "mode must be one of 'exact', 'binned'"),
     (dict(score=np.zeros((3, 4), np.float32), far_rule="closest"), ValueError,

@@ -332,7 +332,7 @@ def test_host_allocation_failures_are_memory_errors(rng, host_failures):
 
 
 # ---------------------------------------------------------------------------
-# score dtypes: half precision widened exactly, float64 refused in one place
+# score dtypes: half precision widened exactly (float64: test_roc_float64.py)
 
 HALF = [("numpy", "float16"), ("torch", "float16"), ("torch", "bfloat16")]
 
@@ -396,29 +396,10 @@ def test_half_precision_scores_of_any_layout():
         roc.evaluate(labels, labels, score=score.T.astype(np.float32))
 
 
-FLOAT64_REFUSAL = (r"^%s: score is float64, which the evaluator does not take yet \(exact "
-                   r"float64 scores are planned\); cast it with score.astype\(numpy.float32\) or "
-                   r"score.float\(\) if float32 is enough")
-
-
-@pytest.mark.parametrize("fn, call", [
-    ("evaluate", lambda s: roc.evaluate([0, 1], [0, 1], score=s.reshape(2, 2))),
-    ("roc_curve", lambda s: roc.roc_curve([0, 1], [0, 1], score=s.reshape(2, 2))),
-    ("evaluate_pairs", lambda s: roc.evaluate_pairs([0, 1, 1, 0], s)),
-    ("roc_curve_pairs", lambda s: roc.roc_curve_pairs([0, 1, 1, 0], s)),
-    ("RocAccumulator.update", lambda s: roc.RocAccumulator().update([0, 1, 1, 0], s)),
-])
-@pytest.mark.parametrize("kind", ["numpy", "torch"])
-def test_float64_scores_are_refused_saying_how_to_cast(fn, call, kind):
-    score = np.array([0.5, 0.1, 0.3, 0.2])
-    with pytest.raises(TypeError, match=FLOAT64_REFUSAL % fn):
-        call(score if kind == "numpy" else torch.from_numpy(score))
-
-
 @pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_, np.complex64])
 def test_scores_of_other_dtypes_are_refused(dtype):
-    with pytest.raises(TypeError, match="^evaluate_pairs: score must be float32, float16 or "
-                                        "bfloat16 .*, got %s" % np.dtype(dtype).name):
+    with pytest.raises(TypeError, match="^evaluate_pairs: score must be float64, float32, "
+                                        "float16 or bfloat16 .*, got %s" % np.dtype(dtype).name):
         roc.evaluate_pairs([0, 1], np.array([0, 1]).astype(dtype))
 
 
