@@ -270,6 +270,46 @@ static int check_config(const roc_eval_config *config, const char *fn)
     return EXT_OK;
 }
 
+/* The shapes of an all-pairs source against the labels' n_query and
+ * n_gallery: score (Q, G), or feat_q (Q, D) and feat_g (G, D); one set's
+ * queries (same_set) rows of it from row_offset. Shared with the rank
+ * count's shim (roc_rank_eval.c). */
+int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
+                          const ext_tensor *score, const ext_tensor *feat_q,
+                          const ext_tensor *feat_g, int same_set, int64_t row_offset)
+{
+    int st;
+    if (score) {
+        if ((st = ext_check_ndim(fn, "score", score, 2)))
+            return st;
+        if (score->sizes[0] != n_query || score->sizes[1] != n_gallery)
+            return ext_fail(EXT_ERR_VALUE, "%s: score is (Q, G) = (%lld, %lld) but labels_q has "
+                            "%lld elements and labels_g %lld", fn, (long long)score->sizes[0],
+                            (long long)score->sizes[1], (long long)n_query, (long long)n_gallery);
+    } else {
+        if ((st = ext_check_ndim(fn, "feat_q", feat_q, 2)) ||
+            (st = ext_check_ndim(fn, "feat_g", feat_g, 2)))
+            return st;
+        if (feat_q->sizes[1] != feat_g->sizes[1])
+            return ext_fail(EXT_ERR_VALUE, "%s: feat_q is (%lld, %lld) but feat_g is (%lld, %lld): "
+                            "the feature dimensions differ", fn, (long long)feat_q->sizes[0],
+                            (long long)feat_q->sizes[1], (long long)feat_g->sizes[0],
+                            (long long)feat_g->sizes[1]);
+        if (feat_q->sizes[0] != n_query)
+            return ext_fail(EXT_ERR_VALUE, "%s: feat_q has %lld rows but labels_q has %lld "
+                            "elements", fn, (long long)feat_q->sizes[0], (long long)n_query);
+        if (feat_g->sizes[0] != n_gallery)
+            return ext_fail(EXT_ERR_VALUE, "%s: feat_g has %lld rows but labels_g has %lld "
+                            "elements", fn, (long long)feat_g->sizes[0], (long long)n_gallery);
+    }
+    if (same_set &&
+        (row_offset < 0 || row_offset > n_gallery - n_query))
+        return ext_fail(EXT_ERR_VALUE, "%s: same_set: the %lld queries from row %lld are not "
+                        "rows of the %lld-entry set", fn, (long long)n_query,
+                        (long long)row_offset, (long long)n_gallery);
+    return EXT_OK;
+}
+
 /* Every argument on the first one's device, the CPU or a CUDA device, and
  * contiguous. */
 static int check_placement(const char *fn, const ext_arg *args, int n_args)
@@ -323,34 +363,9 @@ static int check_create(const roc_eval_config *config, const ext_tensor *labels_
         (st = ext_check_ndim(fn, "labels_g", labels_g, 1)))
         return st;
     const int64_t n_query = labels_q->sizes[0], n_gallery = labels_g->sizes[0];
-    if (score) {
-        if ((st = ext_check_ndim(fn, "score", score, 2)))
-            return st;
-        if (score->sizes[0] != n_query || score->sizes[1] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: score is (Q, G) = (%lld, %lld) but labels_q has "
-                            "%lld elements and labels_g %lld", fn, (long long)score->sizes[0],
-                            (long long)score->sizes[1], (long long)n_query, (long long)n_gallery);
-    } else {
-        if ((st = ext_check_ndim(fn, "feat_q", feat_q, 2)) ||
-            (st = ext_check_ndim(fn, "feat_g", feat_g, 2)))
-            return st;
-        if (feat_q->sizes[1] != feat_g->sizes[1])
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q is (%lld, %lld) but feat_g is (%lld, %lld): "
-                            "the feature dimensions differ", fn, (long long)feat_q->sizes[0],
-                            (long long)feat_q->sizes[1], (long long)feat_g->sizes[0],
-                            (long long)feat_g->sizes[1]);
-        if (feat_q->sizes[0] != n_query)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q has %lld rows but labels_q has %lld "
-                            "elements", fn, (long long)feat_q->sizes[0], (long long)n_query);
-        if (feat_g->sizes[0] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_g has %lld rows but labels_g has %lld "
-                            "elements", fn, (long long)feat_g->sizes[0], (long long)n_gallery);
-    }
-    if (config->same_set &&
-        (config->row_offset < 0 || config->row_offset > n_gallery - n_query))
-        return ext_fail(EXT_ERR_VALUE, "%s: same_set: the %lld queries from row %lld are not "
-                        "rows of the %lld-entry set", fn, (long long)n_query,
-                        (long long)config->row_offset, (long long)n_gallery);
+    if ((st = roc_check_pair_shapes(fn, n_query, n_gallery, score, feat_q, feat_g,
+                                    config->same_set, config->row_offset)))
+        return st;
     return EXT_OK;
 }
 

@@ -206,6 +206,12 @@ void roc_cpu_score_tile(const float *feat_q, const float *feat_g, int64_t dim, i
 int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
                    int64_t dim, int similarity, float *score);
 
+/* The shapes of an all-pairs source (score, or feat_q and feat_g) against
+ * the labels' sizes, and one set's rows (roc_eval.c); an ext_status naming fn. */
+int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
+                          const ext_tensor *score, const ext_tensor *feat_q,
+                          const ext_tensor *feat_g, int same_set, int64_t row_offset);
+
 /* A gallery of n labels grouped by label (roc_label_groups.c): members[t] is a
  * gallery index, sorted[t] its label, and entry j sits at members[position[j]];
  * each label's entries are one run, in index order. make returns EXT_OK or

@@ -181,35 +181,8 @@ static int check_create(const roc_rank_config *config, const ext_tensor *labels_
     if (cams_g && cams_g->sizes[0] != n_gallery)
         return ext_fail(EXT_ERR_VALUE, "%s: cams_g has %lld elements but labels_g has %lld", fn,
                         (long long)cams_g->sizes[0], (long long)n_gallery);
-    if (score) {
-        if ((st = ext_check_ndim(fn, "score", score, 2)))
-            return st;
-        if (score->sizes[0] != n_query || score->sizes[1] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: score is (Q, G) = (%lld, %lld) but labels_q has "
-                            "%lld elements and labels_g %lld", fn, (long long)score->sizes[0],
-                            (long long)score->sizes[1], (long long)n_query, (long long)n_gallery);
-    } else {
-        if ((st = ext_check_ndim(fn, "feat_q", feat_q, 2)) ||
-            (st = ext_check_ndim(fn, "feat_g", feat_g, 2)))
-            return st;
-        if (feat_q->sizes[1] != feat_g->sizes[1])
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q is (%lld, %lld) but feat_g is (%lld, %lld): "
-                            "the feature dimensions differ", fn, (long long)feat_q->sizes[0],
-                            (long long)feat_q->sizes[1], (long long)feat_g->sizes[0],
-                            (long long)feat_g->sizes[1]);
-        if (feat_q->sizes[0] != n_query)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q has %lld rows but labels_q has %lld "
-                            "elements", fn, (long long)feat_q->sizes[0], (long long)n_query);
-        if (feat_g->sizes[0] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_g has %lld rows but labels_g has %lld "
-                            "elements", fn, (long long)feat_g->sizes[0], (long long)n_gallery);
-    }
-    if (config->same_set &&
-        (config->row_offset < 0 || config->row_offset > n_gallery - n_query))
-        return ext_fail(EXT_ERR_VALUE, "%s: same_set: the %lld queries from row %lld are not "
-                        "rows of the %lld-entry set", fn, (long long)n_query,
-                        (long long)config->row_offset, (long long)n_gallery);
-    return EXT_OK;
+    return roc_check_pair_shapes(fn, n_query, n_gallery, score, feat_q, feat_g,
+                                 config->same_set, config->row_offset);
 }
 
 // ---------------------------------------------------------------------------
