@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "roc_count.cuh"
+#include "roc_rank_count.cuh"
 #include "roc_eval_state.cuh"
 
 namespace roc_gpu {

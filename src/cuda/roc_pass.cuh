@@ -10,7 +10,8 @@
  * Includes go one way: each .cu file of the evaluator includes
  * roc_eval_plan.cuh -> roc_eval_state.cuh -> roc_tiles.cuh (-> roc_gemm.cuh)
  * and roc_scores.cuh -> this header -> roc_math.h; the files that count add
- * roc_count.cuh or roc_partition.cuh, which include only this header.
+ * roc_count.cuh or roc_partition.cuh, which include only this header (and
+ * roc_rank_count.cuh, which adds the one policy it holds to roc_count.cuh's).
  */
 #ifndef ROC_PASS_CUH
 #define ROC_PASS_CUH
@@ -129,7 +130,7 @@ struct RangePartition {
     const uint2 *stage_owner;
 };
 
-/* The rank count's protocol and per-query state (RankCount, roc_count.cuh;
+/* The rank count's protocol and per-query state (RankCount, roc_rank_count.cuh;
  * src/roc_rank.h has the semantics): the labels (and cameras) as int64, and
  * each query's mates that create found, with their counters. */
 struct RankParams {

@@ -4,7 +4,7 @@
  * query's mates on the host from the labels (roc_rank_mates.c, the CPU's own
  * code), scores them on the device with the one pair score (roc_scores.cuh),
  * and keeps them by query on the device; add_rows runs the RankCount policy
- * (roc_count.cuh) over the rows of the score matrix, or over the tile
+ * (roc_rank_count.cuh) over the rows of the score matrix, or over the tile
  * product's stored chunks from features (roc_eval_tiles.cu), as the ROC
  * evaluator's passes run theirs; finish brings the counters to the host view.
  *
@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "roc_count.cuh"
 #include "roc_eval_state.cuh"
 #include "roc_rank_kernel.h"
 
