@@ -206,6 +206,17 @@ void roc_cpu_score_tile(const float *feat_q, const float *feat_g, int64_t dim, i
 int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
                    int64_t dim, int similarity, float *score);
 
+/* roc_summary_checks.c: the counts a summary is given, checked first (each
+ * an ext_status with its message). */
+int roc_check_genuine_total(const roc_genuine_levels *genuine, const roc_totals *totals);
+int roc_check_exact_counts(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
+                           uint64_t *n_impostor /* OUT */);
+int roc_check_curve_counts(const roc_genuine_levels *genuine, const roc_key_counts *counts,
+                           uint64_t *n_all /* OUT */);
+int roc_check_binned_counts(const roc_binned_counts *counts, uint64_t gen_below,
+                            const uint64_t *gen_bins, uint64_t gen_above,
+                            uint64_t *n_impostor /* OUT */);
+
 /* The shapes of an all-pairs source (score, or feat_q and feat_g) against
  * the labels' sizes, and one set's rows (roc_eval.c); an ext_status naming fn. */
 int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
