@@ -575,12 +575,25 @@ int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
     return EXT_OK;
 }
 
+int roc_check_usable(const char *caller, int broken)
+{
+    if (broken)
+        return ext_fail(EXT_ERR_VALUE, "%s: this evaluation failed in an earlier step; its "
+                        "counts are incomplete (start a new one)", caller);
+    return EXT_OK;
+}
+
+int roc_check_rows(const char *caller, int64_t row_begin, int64_t row_end, int64_t n_rows)
+{
+    if (row_begin < 0 || row_end > n_rows || row_begin > row_end)
+        return ext_fail(EXT_ERR_VALUE, "%s: rows [%lld, %lld) are outside [0, %lld)", caller,
+                        (long long)row_begin, (long long)row_end, (long long)n_rows);
+    return EXT_OK;
+}
+
 static int check_usable(const roc_eval *ev)
 {
-    if (ev->broken)
-        return ext_fail(EXT_ERR_VALUE, "%s: this evaluation failed in an earlier step; its "
-                        "counts are incomplete (start a new one)", ev->caller);
-    return EXT_OK;
+    return roc_check_usable(ev->caller, ev->broken);
 }
 
 int roc_eval_set_levels(roc_eval *ev, const uint32_t *keys, const uint64_t *counts,
@@ -628,9 +641,8 @@ int roc_eval_add_rows(roc_eval *ev, int64_t row_begin, int64_t row_end)
     int st;
     if ((st = check_usable(ev)))
         return st;
-    if (row_begin < 0 || row_end > ev->src.n_query || row_begin > row_end)
-        return ext_fail(EXT_ERR_VALUE, "%s: rows [%lld, %lld) are outside [0, %lld)", ev->caller,
-                        (long long)row_begin, (long long)row_end, (long long)ev->src.n_query);
+    if ((st = roc_check_rows(ev->caller, row_begin, row_end, ev->src.n_query)))
+        return st;
     ev->rows_added = 1;
     ev->fetched = 0;
     if (row_begin == row_end || ev->src.n_gallery == 0)

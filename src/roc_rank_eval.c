@@ -245,10 +245,7 @@ int roc_rank_create(roc_rank **out, const roc_rank_config *config, const ext_ten
 
 static int check_usable(const roc_rank *rank)
 {
-    if (rank->broken)
-        return ext_fail(EXT_ERR_VALUE, "%s: this evaluation failed in an earlier step; its "
-                        "counts are incomplete (start a new one)", rank->caller);
-    return EXT_OK;
+    return roc_check_usable(rank->caller, rank->broken);
 }
 
 int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end)
@@ -256,10 +253,8 @@ int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end)
     int st;
     if ((st = check_usable(rank)))
         return st;
-    if (row_begin < 0 || row_end > rank->src.n_query || row_begin > row_end)
-        return ext_fail(EXT_ERR_VALUE, "%s: rows [%lld, %lld) are outside [0, %lld)",
-                        rank->caller, (long long)row_begin, (long long)row_end,
-                        (long long)rank->src.n_query);
+    if ((st = roc_check_rows(rank->caller, row_begin, row_end, rank->src.n_query)))
+        return st;
     if (row_begin == row_end || rank->src.n_gallery == 0)
         return EXT_OK;
 #ifdef EXT_WITH_CUDA
