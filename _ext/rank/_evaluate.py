@@ -19,7 +19,8 @@ from ..roc import _distributed
 from ..roc._evaluate import _check_shard_labels, _numpy
 from ..roc._inputs import (SIMILARITIES, _equal_flags, _host, choice, comparable_labels,
                            far_targets, float32_scores, label_array, parse_device, positive_int,
-                           progress_callback, require_array, require_score_dtype, to_device)
+                           progress_callback, require_one_source, require_score_dtype,
+                           to_device)
 from ..roc._roc import ffi, lib
 from ._report import report_from_summary
 
@@ -237,13 +238,7 @@ def _prepare(fn, options, labels_q, labels_g, score, feat_q, feat_g, cams_q, cam
              grouped):
     """This rank's inputs, checked and on the device, and what the ranks must
     agree on."""
-    if (score is None) == (feat_q is None):
-        raise ValueError("%s: give either score=, or feat_q= (and feat_g=)" % fn)
-    if score is not None and feat_g is not None:
-        raise ValueError("%s: give either score=, or feat_q= and feat_g=, not both" % fn)
-    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
-        if x is not None:
-            require_array(fn, name, x)
+    require_one_source(fn, score, feat_q, feat_g)
     if score is not None:
         require_score_dtype(fn, "score", score)
     same_set = options.same_set

@@ -17,7 +17,7 @@ from . import _distributed, _float64
 from ._inputs import (DEFAULT_FARS, EER_RULES, FAR_RULES, MODES, SIMILARITIES, bin_range, boolean,
                       choice, comparable_labels, far_targets, genuine_flags,
                       host_labels, parse_device, partial_auc_bound, positive_int, progress_callback,
-                      require_array, require_default_classes, require_float32,
+                      require_array, require_default_classes, require_float32, require_one_source,
                       require_score_dtype, same_set_code, to_device)
 from ._report import report_from_summary
 from ._roc import ffi, lib
@@ -404,13 +404,7 @@ def all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, 
 
 def _prepare_all_pairs(fn, options, labels_q, labels_g, score, feat_q, feat_g, same_set, device,
                        grouped):
-    if (score is None) == (feat_q is None):
-        raise ValueError("%s: give either score=, or feat_q= (and feat_g=)" % fn)
-    if score is not None and feat_g is not None:
-        raise ValueError("%s: give either score=, or feat_q= and feat_g=, not both" % fn)
-    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
-        if x is not None:
-            require_array(fn, name, x)
+    require_one_source(fn, score, feat_q, feat_g)
     if score is not None:
         require_score_dtype(fn, "score", score, float64=True)
     if same_set and not grouped:
@@ -662,8 +656,9 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
     sklearn.metrics.roc_curve(y_true, y_score, drop_intermediate=...) on the
     flattened pairs (thresholds descending, thresholds[0] = inf; half-precision
-    scores as their float32 values, float64 scores as themselves): by default (True) scikit-learn's points,
-    those where the curve turns; with False, a point at every distinct score.
+    scores as their float32 values, float64 scores as themselves): by default
+    (True) scikit-learn's points, those where the curve turns; with False, a
+    point at every distinct score.
 
     Same inputs as evaluate(). Every distinct score is counted, so memory grows
     with the number of distinct scores (at most one per pair), plus `chunk`

@@ -283,6 +283,18 @@ def cast_exactly(fn, name, x, dtype, whose):
 HALF_DTYPES = ("float16", "bfloat16")
 
 
+def require_one_source(fn, score, feat_q, feat_g):
+    """All pairs' one source, arrays: a score matrix, or features (feat_g may be
+    left out where the queries are the gallery)."""
+    if (score is None) == (feat_q is None):
+        raise ValueError("%s: give either score=, or feat_q= (and feat_g=)" % fn)
+    if score is not None and feat_g is not None:
+        raise ValueError("%s: give either score=, or feat_q= and feat_g=, not both" % fn)
+    for name, x in (("score", score), ("feat_q", feat_q), ("feat_g", feat_g)):
+        if x is not None:
+            require_array(fn, name, x)
+
+
 def require_score_dtype(fn, name, x, float64=False):
     """Scores of a dtype the evaluator takes: float32, half precision (that
     float32_scores widens), and float64 where `float64` (the ROC evaluator,
