@@ -113,6 +113,7 @@ static int alloc_array(void **out, int64_t n, size_t size)
  * D >= 0 (the earlier of equals: torchmetrics' argmin keeps the first). D's two
  * terms are u128 (each a product of two counts), compared without a sign. */
 typedef struct {
+    int active;                       /* the EER rule is nearest_mean: else no point is seen */
     uint64_t n_genuine, n_impostor;
     int visited;                      /* a point was seen */
     int crossed;                      /* a point with D >= 0 was seen */
@@ -140,6 +141,8 @@ static u128 nearest_distance(const nearest_point *e, uint64_t fps, uint64_t tps)
 
 static void nearest_visit(nearest_point *e, uint64_t fps, uint64_t tps, double threshold)
 {
+    if (!e->active)
+        return;
     const int side = accepted_term(e, fps) >= rejected_term(e, tps);
     /* a repeated point (binned mode's empty bins) keeps its first threshold */
     if ((side && e->crossed) || (e->visited && e->fps[side] == fps && e->tps[side] == tps))
@@ -158,6 +161,8 @@ static void nearest_visit(nearest_point *e, uint64_t fps, uint64_t tps, double t
  * mode can decide. */
 static void nearest_run(nearest_point *e, uint64_t fps, uint64_t tps, uint64_t run)
 {
+    if (!e->active)
+        return;
     const u128 start = accepted_term(e, fps), rejected = rejected_term(e, tps);
     const u128 step = e->n_genuine, span = step * run;
     if (run < 2 || start >= rejected || start + span <= rejected)
@@ -635,7 +640,8 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
         return st;
 
     curve c = {0};
-    nearest_point nearest = {.n_genuine = totals->n_genuine, .n_impostor = n_impostor};
+    nearest_point nearest = {.active = options->eer_rule == ROC_EER_NEAREST_MEAN,
+                             .n_genuine = totals->n_genuine, .n_impostor = n_impostor};
     uint64_t fps = 0, tps = 0;
     nearest_visit(&nearest, 0, 0, INFINITY);
     /* at most the first point, two for the top gap and two a level */
@@ -721,7 +727,8 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
     /* the step each distinct key adds, walking down from the highest; the
      * genuine levels are a subset of the keys */
     curve c = {0};
-    nearest_point nearest = {.n_genuine = totals->n_genuine,
+    nearest_point nearest = {.active = options->eer_rule == ROC_EER_NEAREST_MEAN,
+                             .n_genuine = totals->n_genuine,
                              .n_impostor = n_all - totals->n_genuine};
     nearest_visit(&nearest, 0, 0, INFINITY);
     uint64_t fps = 0, tps = 0;
@@ -820,7 +827,8 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
     if ((st = curve_push(&c, -INFINITY, fps + out->impostor_below, tps + gen_below)))
         goto fail;
     /* every point of the binned curve is kept: the tracker sees them all */
-    nearest_point nearest = {.n_genuine = totals->n_genuine, .n_impostor = n_impostor};
+    nearest_point nearest = {.active = options->eer_rule == ROC_EER_NEAREST_MEAN,
+                             .n_genuine = totals->n_genuine, .n_impostor = n_impostor};
     for (int64_t k = 0; k < c.n; k++)
         nearest_visit(&nearest, c.fps[k], c.tps[k], c.thresholds[k]);
     if ((st = finish(&c, totals->n_genuine, n_impostor, totals->n_nan, options, &nearest, out)))
