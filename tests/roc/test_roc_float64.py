@@ -430,6 +430,8 @@ def test_gpu_reports_equal_the_cpu(rng, mode, far_rule):
     same_report(roc.evaluate_pairs(torch.from_numpy(genuine).cuda(),
                                    torch.from_numpy(score).cuda(), **options),
                 roc.evaluate_pairs(genuine, score, **options))
+    if mode == "curve":  # RocAccumulator counts in exact or binned mode only
+        return
     acc = roc.RocAccumulator(mode=mode, far_rule=far_rule, range=(0.9, 1.1), device="cuda")
     acc.update(genuine[:9000], score[:9000])
     acc.update(genuine[9000:], score[9000:].astype(np.float32))
