@@ -348,7 +348,12 @@ def _counted(fn, options, session, prepare, create, held, levels=None):
     session)."""
     infos = session.step(prepare, gather=True)
     setup = infos[session.rank]
-    setup["scale"] = _float64.exact_scores(fn, session, held, infos)
+    # exact mode reports the scores of genuine levels and gaps' ends only, which
+    # the genuine levels' scale keeps; nearest_sklearn's ties inside a gap need
+    # every distinct score
+    setup["scale"] = _float64.exact_scores(
+        fn, session, held, infos,
+        levels_scale=options.mode == "exact" and options.far_rule != "nearest_sklearn")
     evaluation = session.step(lambda: create(setup, infos))
     if levels is None:
         session.share_levels(evaluation)

@@ -1,25 +1,37 @@
 """float64 scores, ordered and tied exactly as float64, through the float32
 evaluator: an order-preserving float32 surrogate.
 
-The distinct non-NaN scores D (ascending; of every rank with a group) number
-the scores: score s becomes the float32 whose key (roc_math.h's roc_score_key,
-the order of float32 as 32 bits) is an increasing function of its index in D.
-The evaluator, which compares scores only by their order and equality, then
-counts exactly what it would count on the float64 scores themselves, however
-close they lie (1 + 1e-12 and 1 + 2e-12 stay apart, equal scores tie); every
-score it reports is a surrogate, mapped back to its float64 value through D
-(ScoreScale.scores). NaN stays NaN.
+The evaluator compares scores only by their order and equality, so a float32
+stand-in for each float64 score whose keys (roc_math.h's roc_score_key, the
+order of float32 as 32 bits) keep what it compares counts exactly what it
+would count on the float64 scores themselves, however close they lie (1 +
+1e-12 and 1 + 2e-12 stay apart, equal scores tie); every score it reports is
+a surrogate, mapped back to its float64 value (ScoreScale.scores). NaN stays
+NaN. The surrogates are the normal float32s, -FLT_MAX upward, skipping zeros
+and subnormals (a build that flushes subnormals to zero would merge them): at
+most 2^32 - 2^25 of them. Two scales:
 
-The surrogates are the normal float32s, -FLT_MAX upward, skipping zeros and
-subnormals (a build that flushes subnormals to zero would merge them): at most
-2^32 - 2^25 distinct scores (a ValueError beyond). Memory: the surrogate is a
-float32 copy of the scores plus, while it is made, their sorted distinct
-values, an int64 index per score and int64 temporaries of the key
-arithmetic: O(N) for N scores (up to about 40 bytes a score at the peak, 4
-kept). With a group, every rank's distinct scores cross the
-network (all_gather of 8 bytes per distinct score and rank): O(distinct
-scores) of communication, then each rank numbers its own scores by a binary
-search in D.
+- Every distinct score (curve mode, nearest_sklearn, and across ranks): the
+  distinct non-NaN scores D (ascending; of every rank with a group) number
+  the scores, surrogate k for the k-th of D. Memory: a float32 copy of the
+  scores plus, while it is made, D, an int64 index per score and int64
+  temporaries of the key arithmetic: O(N) for N scores (up to about 40 bytes
+  a score at the peak, 4 kept), one sort of the scores. With a group, every
+  rank's distinct scores cross the network (all_gather of 8 bytes per
+  distinct score and rank), then each rank numbers its own scores by a binary
+  search in D. At most 2^32 - 2^25 distinct scores (a ValueError beyond).
+- The genuine levels (exact mode in one process, every far rule but
+  nearest_sklearn): exact mode reports nothing of the scores between two
+  genuine scores but how many there are, the lowest, and above the top
+  genuine score the highest with its count. So only the distinct genuine
+  scores G are sorted (a superset serves: every pair whose labels match, for
+  a score matrix), each score is placed among them by a binary search, and
+  the scores between two of G (or beyond them) take three surrogates, in
+  order: their lowest value, every value between, their highest value. The
+  evaluator's levels, gaps, each gap's lowest score and the top score's
+  count are then those of the float64 scores; no surrogate of the middle
+  values is ever reported. Memory: int64 temporaries per score, no sort of
+  the scores; 4 |G| + 3 surrogates.
 
 float64 scores that float32 holds exactly (every one) need none of this: they
 are cast. Binned mode never uses a surrogate: its bins are float32 edges
@@ -76,9 +88,10 @@ def _wide(x):
 
 
 class ScoreScale:
-    """The distinct scores D (float64, ascending, no NaN, zero as +0.0; a
-    NumPy array or a torch tensor on the scores' device) and the surrogates
-    they number."""
+    """The float64 score of each surrogate, in the surrogates' order (a NumPy
+    array or a torch tensor on the scores' device; zero as +0.0): the
+    distinct scores D, or the genuine levels' scale, where NaN marks a
+    surrogate that is never reported."""
 
     def __init__(self, fn, distinct):
         if distinct.shape[0] > CAPACITY:
@@ -116,15 +129,17 @@ class ScoreScale:
         index = key - FIRST_KEY - (key >= SKIPPED_FROM + SKIPPED_KEYS) * SKIPPED_KEYS
         valid = ((index >= 0) & (index < self.n) &
                  ~((key >= SKIPPED_FROM) & (key < SKIPPED_FROM + SKIPPED_KEYS)))
+        if valid.all():
+            distinct = self.distinct
+            if _is_torch(distinct):
+                picked = distinct[_ffi.torch.from_numpy(index).to(distinct.device)].cpu().numpy()
+            else:
+                picked = distinct[index]
+            valid = ~np.isnan(picked)
         if not valid.all():
             wrong = values[finite][~valid][0].item()
             raise RuntimeError("%s: the evaluator reported the score %r, which is none of the "
                                "float64 scores' surrogates" % (self.fn, wrong))
-        distinct = self.distinct
-        if _is_torch(distinct):
-            picked = distinct[_ffi.torch.from_numpy(index).to(distinct.device)].cpu().numpy()
-        else:
-            picked = distinct[index]
         out[finite] = picked
         return out
 
@@ -152,6 +167,64 @@ def _distinct(x):
     return values[~np.isnan(values)] + 0.0
 
 
+def _genuine(held):
+    """Which pairs of held["score"] may be genuine: the pair list's flags, or
+    every pair of a score matrix whose labels match (a superset of the pairs
+    counted where same_set leaves some out)."""
+    if held.get("genuine") is not None:
+        mask = held["genuine"] != 0
+    else:
+        mask = held["labels_q"].reshape(-1, 1) == held["labels_g"].reshape(1, -1)
+    return _ffi.torch.as_tensor(mask, device=held["score"].device)
+
+
+def _order_keys(x):
+    """float64 scores (torch, no NaN, zero as +0.0) as int64 in the same
+    order: negative values' magnitude bits flipped. torch reduces int64 with
+    the hardware's atomics, float64 with compare-and-swap loops."""
+    bits = x.view(_ffi.torch.int64)
+    return _ffi.torch.where(bits < 0, bits ^ 0x7FFFFFFFFFFFFFFF, bits)
+
+
+def _levels_scale(fn, x, genuine):
+    """(ScoreScale, surrogates) of the scores x (a torch tensor) on the genuine
+    levels' scale (the module's docstring), or None where G is too large for
+    it. The surrogates, in order: for each gap g = 0 .. |G| (the scores
+    between G[g - 1] and G[g]) its lowest value 4 g, the values between 4 g +
+    1, its highest 4 g + 2; G[u] itself 4 u + 3."""
+    torch = _ffi.torch
+    levels = torch.unique(x[genuine])
+    levels = levels[~torch.isnan(levels)] + 0.0
+    n = int(levels.shape[0])
+    if 4 * n + 3 > CAPACITY:
+        return None
+    nan = torch.isnan(x)
+    gap = torch.searchsorted(levels, x)  # the levels below x
+    at = levels[gap.clamp(max=n - 1)] == x if n else torch.zeros_like(nan)
+    inside = ~(at | nan)
+    key = _order_keys(torch.where(nan, 0.0, x + 0.0))  # NaN: any key, never used
+    empty = torch.iinfo(torch.int64)  # keys of NaN bit patterns: no score has them
+    lowest = torch.full((n + 1,), empty.max, dtype=torch.int64, device=x.device)
+    highest = torch.full((n + 1,), empty.min, dtype=torch.int64, device=x.device)
+    lowest.scatter_reduce_(0, gap[inside], key[inside], "amin")
+    highest.scatter_reduce_(0, gap[inside], key[inside], "amax")
+    index = 4 * gap + torch.where(at, 3, torch.where(key == lowest[gap], 0, torch.where(
+        key == highest[gap], 2, 1)))
+    scores = torch.full((4 * n + 3,), float("nan"), dtype=torch.float64, device=x.device)
+    for ends, offset in ((lowest, 0), (highest, 2)):
+        held = (ends != empty.max) & (ends != empty.min)
+        scores[offset::4] = torch.where(held, _order_keys_back(ends), float("nan"))
+    scores[3::4] = levels
+    scale = ScoreScale(fn, scores)
+    return scale, scale.surrogate(index, nan)
+
+
+def _order_keys_back(key):
+    """The float64 scores of _order_keys' keys (its flip is its own inverse)."""
+    torch = _ffi.torch
+    return torch.where(key < 0, key ^ 0x7FFFFFFFFFFFFFFF, key).view(torch.float64)
+
+
 def _guarded(fn, x, work):
     """work(), its failure to allocate named (a pair list beyond what a sort
     of its scores holds in memory)."""
@@ -166,13 +239,15 @@ def _guarded(fn, x, work):
         raise
 
 
-def exact_scores(fn, session, held, infos):
+def exact_scores(fn, session, held, infos, levels_scale=False):
     """held["score"] made what the float32 evaluator reads, where the scores
     of any rank (info["float64_scores"]) are float64: cast where every rank's
     float64 scores are float32 values, else every rank's replaced by its
-    surrogate on the scale of all the ranks' distinct scores. Returns that
-    ScoreScale (None where no surrogate is used). Collective with a group:
-    every rank calls it."""
+    surrogate on the genuine levels' scale (levels_scale, in one process:
+    held has "genuine" flags or "labels_q" and "labels_g"), or else on the
+    scale of all the ranks' distinct scores. Returns that ScoreScale (None
+    where no surrogate is used). Collective with a group: every rank calls
+    it."""
     kinds = [info.get("float64_scores") for info in infos]
     mine = kinds[session.rank]
     if SCALED not in kinds:
@@ -182,6 +257,11 @@ def exact_scores(fn, session, held, infos):
     if session.world_size == 1:
         def local():
             score = held["score"]
+            if levels_scale and _is_torch(score):
+                scaled = _guarded(fn, score, lambda: _levels_scale(fn, score, _genuine(held)))
+                if scaled is not None:
+                    scale, held["score"] = scaled
+                    return scale
             distinct, index, nan = _guarded(fn, score, lambda: _distinct_with_index(score))
             scale = ScoreScale(fn, distinct)
             held["score"] = scale.surrogate(index, nan)

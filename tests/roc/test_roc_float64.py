@@ -319,8 +319,44 @@ def test_any_value_set_equals_sklearn_and_the_ranks(case):
         same_curve(roc.roc_curve_pairs(genuine, score, drop_intermediate=drop),
                    sk_reference(genuine, score, drop))
     ranks, distinct = as_ranks(score)
-    same_report(roc.evaluate_pairs(genuine, score, far_rule="nearest_sklearn"),
-                roc.evaluate_pairs(genuine, ranks, far_rule="nearest_sklearn"), distinct)
+    # every distinct score's scale (nearest_sklearn) and the genuine levels' (the
+    # other rules), from NumPy and torch
+    for options in (dict(far_rule="nearest_sklearn"), dict(eer_rule="nearest_mean"),
+                    dict(far_rule="first_above", max_fpr=0.5)):
+        want = roc.evaluate_pairs(genuine, ranks, **options)
+        for kind in ("numpy", "torch"):
+            same_report(roc.evaluate_pairs(as_kind(genuine, kind), as_kind(score, kind),
+                                           **options), want, distinct)
+
+
+@given(value_sets())
+def test_genuine_levels_scale_keeps_what_exact_mode_compares(case):
+    """The genuine levels' surrogates (torch's) keep the order and every
+    equality; each genuine score, and each gap's lowest and highest score (a
+    gap: the scores between two genuine ones, or beyond them), is apart from
+    every other score and maps back to itself; only a gap's middle may
+    merge."""
+    genuine, score = case
+    kept = ~np.isnan(score)
+    levels = sorted(set((score[genuine & kept] + 0.0).tolist()))
+    values = sorted(set((score[kept] + 0.0).tolist()))
+    gaps = {}
+    for v in values:
+        if v not in levels:
+            gaps.setdefault(sum(level < v for level in levels), []).append(v)
+    apart = levels + [g[0] for g in gaps.values()] + [g[-1] for g in gaps.values()]
+    scale, surrogate = _float64._levels_scale("test", torch.from_numpy(score),
+                                              torch.from_numpy(genuine))
+    surrogate = surrogate.double().numpy()
+    assert np.array_equal(np.isnan(surrogate), ~kept)
+    of = {}
+    for v, sv in zip((score[kept] + 0.0).tolist(), surrogate[kept].tolist()):
+        assert of.setdefault(v, sv) == sv  # equal scores, one surrogate
+    assert all(of[a] < of[b] if a in apart or b in apart else of[a] <= of[b]
+               for a, b in zip(values, values[1:]))  # the order kept
+    for v in apart:
+        assert [w for w in values if of[w] == of[v]] == [v]
+        assert scale.scores([of[v]]).tolist() == [v]
 
 
 # ---------------------------------------------------------------------------
