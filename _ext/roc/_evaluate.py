@@ -570,8 +570,9 @@ def evaluate(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_s
                                    ordered and tied exactly as float64 in exact and
                                    curve mode (an order-preserving float32 stand-in
                                    per score, every reported score mapped back:
-                                   _float64.py; a sort of the scores and O(N) extra
-                                   memory, with a group O(distinct scores) of
+                                   _float64.py; a sort of the scores, or in exact
+                                   mode of the genuine ones, and O(N) extra memory,
+                                   with a group O(distinct scores) of
                                    communication), rounded to float32 in binned mode
                                    (its edges are float32), or
     feat_q (Q, D), feat_g (G, D)   float32 features, scored tile by tile and never
