@@ -36,9 +36,9 @@
  * int32 or both int64; cams_q (Q,) and cams_g (G,) both int32 or both int64,
  * or both NULL. (The Python side passes integer labels as they are and float
  * labels as the bits of their float64 value; `junk` likewise.) The evaluator
- * runs on the device of labels_q, keeps the descriptors' data pointers (the
- * tensors must outlive it), and takes CPU tensors for now; the GPU backend
- * will implement roc_rank_internal.h's calls behind these same entry points.
+ * runs on the device of labels_q, the CPU (roc_rank_cpu.c) or a GPU
+ * (cuda/roc_rank_kernel.cu) behind these same entry points, and keeps the
+ * descriptors' data pointers (the tensors must outlive it).
  */
 #ifndef ROC_RANK_H
 #define ROC_RANK_H
