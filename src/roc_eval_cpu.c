@@ -602,7 +602,7 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
 
     /* every thread allocates first; the pass runs only if all of them could */
     local_counts *locals = NULL;
-    float **scratch = NULL;
+    roc_cpu_tile_scratch *scratch = NULL;
     int n_threads = 1;
 #pragma omp parallel
     {
@@ -610,17 +610,13 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
         {
             n_threads = omp_get_num_threads();
             locals = ext_calloc((size_t)n_threads, sizeof *locals);
-            scratch = ext_calloc((size_t)n_threads * 2, sizeof *scratch);
+            scratch = ext_calloc((size_t)n_threads, sizeof *scratch);
             failed = !locals || !scratch;
         }
         const int t = omp_get_thread_num();
         if (!failed) {
-            int ok = local_alloc(b, counts, &locals[t]) == EXT_OK;
-            if (features) {
-                scratch[2 * t] = ext_malloc(TILE_ROWS * TILE_COLS * sizeof(float));
-                scratch[2 * t + 1] = ext_malloc((size_t)s->dim * TILE_COLS * sizeof(float));
-                ok = ok && scratch[2 * t] && scratch[2 * t + 1];
-            }
+            const int ok = local_alloc(b, counts, &locals[t]) == EXT_OK &&
+                           (!features || roc_cpu_tile_scratch_alloc(&scratch[t], s->dim));
             if (!ok) {
 #pragma omp atomic write
                 failed = 1;
@@ -628,7 +624,7 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
         }
 #pragma omp barrier
         if (!failed) {
-            float *tile = features ? scratch[2 * t] : NULL, *gT = features ? scratch[2 * t + 1] : NULL;
+            float *tile = scratch[t].tile, *gT = scratch[t].gT; /* NULL from a score matrix */
 #pragma omp for schedule(dynamic, 1)
             for (int64_t k = 0; k < n_tiles; k++) {
                 const int64_t r0 = row_begin + (k / n_col_tiles) * TILE_ROWS;
@@ -665,8 +661,8 @@ int roc_eval_cpu_add_rows(roc_eval_cpu *b, roc_counts *counts, int64_t row_begin
     }
     for (int t = 0; locals && t < n_threads; t++)
         local_free(&locals[t]);
-    for (int t = 0; scratch && t < 2 * n_threads; t++)
-        free(scratch[t]);
+    for (int t = 0; scratch && t < n_threads; t++)
+        roc_cpu_tile_scratch_free(&scratch[t]);
     free(locals);
     free(scratch);
     free(keys);

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "ext_check.h"
 #include "roc.h"
 
 /* The distinct genuine scores (keys), ascending, and how many genuine pairs
@@ -205,6 +206,14 @@ void roc_cpu_score_tile(const float *feat_q, const float *feat_g, int64_t dim, i
                         int64_t n_rows, int64_t c0, int64_t n_cols, float *gT, float *out);
 int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, int64_t n_gallery,
                    int64_t dim, int similarity, float *score);
+/* A thread's scratch for roc_cpu_score_tile: the tile it scores and the
+ * gallery rows transposed. alloc returns 0 where memory ran out (free frees
+ * what it got; both take a zeroed struct). */
+typedef struct {
+    float *tile, *gT;
+} roc_cpu_tile_scratch;
+int roc_cpu_tile_scratch_alloc(roc_cpu_tile_scratch *s, int64_t dim);
+void roc_cpu_tile_scratch_free(roc_cpu_tile_scratch *s);
 
 /* roc_summary_checks.c: the counts a summary is given, checked first (each
  * an ext_status with its message). */
@@ -228,6 +237,10 @@ int roc_check_rows(const char *caller, int64_t row_begin, int64_t row_end, int64
 int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
                           const ext_tensor *score, const ext_tensor *feat_q,
                           const ext_tensor *feat_g, int same_set, int64_t row_offset);
+/* The source's dtype (float32: score, else feat_q and feat_g), its arrays
+ * appended to args[*n_args] for the placement checks. */
+int roc_check_source_dtypes(const char *fn, const ext_tensor *score, const ext_tensor *feat_q,
+                            const ext_tensor *feat_g, ext_arg *args, int *n_args);
 
 /* A gallery of n labels grouped by label (roc_label_groups.c): members[t] is a
  * gallery index, sorted[t] its label, and entry j sits at members[position[j]];

@@ -287,7 +287,7 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
     const int64_t n_blocks = (row_end - row_begin + TILE_ROWS - 1) / TILE_ROWS;
     int failed = 0, n_threads = 1;
     key_heap *heaps = NULL;
-    float **scratch = NULL;
+    roc_cpu_tile_scratch *scratch = NULL;
     uint64_t n_pairs = 0, n_nan = 0;
 
     /* every thread allocates first; the pass runs only if all of them could */
@@ -297,19 +297,15 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
         {
             n_threads = omp_get_num_threads();
             heaps = ext_calloc((size_t)n_threads, sizeof *heaps);
-            scratch = ext_calloc((size_t)n_threads * 2, sizeof *scratch);
+            scratch = ext_calloc((size_t)n_threads, sizeof *scratch);
             failed = !heaps || !scratch;
         }
         const int t = omp_get_thread_num();
         if (!failed) {
             heaps[t].capacity = s->keep_nonmated;
             heaps[t].keys = ext_malloc((size_t)s->keep_nonmated * sizeof(uint32_t));
-            int ok = heaps[t].keys != NULL;
-            if (features) {
-                scratch[2 * t] = ext_malloc(TILE_ROWS * TILE_COLS * sizeof(float));
-                scratch[2 * t + 1] = ext_malloc((size_t)s->dim * TILE_COLS * sizeof(float));
-                ok = ok && scratch[2 * t] && scratch[2 * t + 1];
-            }
+            const int ok = heaps[t].keys != NULL &&
+                           (!features || roc_cpu_tile_scratch_alloc(&scratch[t], s->dim));
             if (!ok) {
 #pragma omp atomic write
                 failed = 1;
@@ -317,8 +313,7 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
         }
 #pragma omp barrier
         if (!failed) {
-            float *tile = features ? scratch[2 * t] : NULL;
-            float *gT = features ? scratch[2 * t + 1] : NULL;
+            float *tile = scratch[t].tile, *gT = scratch[t].gT; /* NULL from a score matrix */
             row_state rows[TILE_ROWS];
 #pragma omp for schedule(dynamic, 1)
             for (int64_t block = 0; block < n_blocks; block++) {
@@ -355,8 +350,8 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
     }
     for (int t = 0; heaps && t < n_threads; t++)
         free(heaps[t].keys);
-    for (int t = 0; scratch && t < 2 * n_threads; t++)
-        free(scratch[t]);
+    for (int t = 0; scratch && t < n_threads; t++)
+        roc_cpu_tile_scratch_free(&scratch[t]);
     free(heaps);
     free(scratch);
     return st;

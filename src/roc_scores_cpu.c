@@ -86,3 +86,16 @@ int roc_scores_cpu(const float *feat_q, const float *feat_g, int64_t n_query, in
     free(ng);
     return EXT_OK;
 }
+
+int roc_cpu_tile_scratch_alloc(roc_cpu_tile_scratch *s, int64_t dim)
+{
+    s->tile = ext_malloc(ROC_CPU_TILE_ROWS * ROC_CPU_TILE_COLS * sizeof(float));
+    s->gT = ext_malloc((size_t)dim * ROC_CPU_TILE_COLS * sizeof(float));
+    return s->tile && s->gT;
+}
+
+void roc_cpu_tile_scratch_free(roc_cpu_tile_scratch *s)
+{
+    free(s->tile);
+    free(s->gT);
+}
