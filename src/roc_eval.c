@@ -346,17 +346,8 @@ static int check_create(const roc_eval_config *config, const ext_tensor *labels_
         return ext_fail(EXT_ERR_TYPE, "%s: labels_q is %s but labels_g is %s: give both one "
                         "dtype", fn, ext_dtype_name(labels_q->dtype),
                         ext_dtype_name(labels_g->dtype));
-    if (score) {
-        if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
-            return st;
-        args[n_args++] = (ext_arg){"score", score};
-    } else {
-        if ((st = ext_check_dtype(fn, "feat_q", feat_q, EXT_MASK(EXT_FLOAT32))) ||
-            (st = ext_check_dtype(fn, "feat_g", feat_g, EXT_MASK(EXT_FLOAT32))))
-            return st;
-        args[n_args++] = (ext_arg){"feat_q", feat_q};
-        args[n_args++] = (ext_arg){"feat_g", feat_g};
-    }
+    if ((st = roc_check_source_dtypes(fn, score, feat_q, feat_g, args, &n_args)))
+        return st;
     if ((st = check_placement(fn, args, n_args)))
         return st;
     if ((st = ext_check_ndim(fn, "labels_q", labels_q, 1)) ||
@@ -572,6 +563,24 @@ int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
         return st;
     }
     *out = ev;
+    return EXT_OK;
+}
+
+int roc_check_source_dtypes(const char *fn, const ext_tensor *score, const ext_tensor *feat_q,
+                            const ext_tensor *feat_g, ext_arg *args, int *n_args)
+{
+    int st;
+    if (score) {
+        if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
+            return st;
+        args[(*n_args)++] = (ext_arg){"score", score};
+        return EXT_OK;
+    }
+    if ((st = ext_check_dtype(fn, "feat_q", feat_q, EXT_MASK(EXT_FLOAT32))) ||
+        (st = ext_check_dtype(fn, "feat_g", feat_g, EXT_MASK(EXT_FLOAT32))))
+        return st;
+    args[(*n_args)++] = (ext_arg){"feat_q", feat_q};
+    args[(*n_args)++] = (ext_arg){"feat_g", feat_g};
     return EXT_OK;
 }
 

@@ -156,17 +156,8 @@ static int check_create(const roc_rank_config *config, const ext_tensor *labels_
         args[n_args++] = (ext_arg){"cams_q", cams_q};
         args[n_args++] = (ext_arg){"cams_g", cams_g};
     }
-    if (score) {
-        if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
-            return st;
-        args[n_args++] = (ext_arg){"score", score};
-    } else {
-        if ((st = ext_check_dtype(fn, "feat_q", feat_q, EXT_MASK(EXT_FLOAT32))) ||
-            (st = ext_check_dtype(fn, "feat_g", feat_g, EXT_MASK(EXT_FLOAT32))))
-            return st;
-        args[n_args++] = (ext_arg){"feat_q", feat_q};
-        args[n_args++] = (ext_arg){"feat_g", feat_g};
-    }
+    if ((st = roc_check_source_dtypes(fn, score, feat_q, feat_g, args, &n_args)))
+        return st;
     if ((st = ext_check_devices(fn, args, n_args, labels_q->device_type, NULL)))
         return st;
     if (labels_q->device_type != EXT_CPU && labels_q->device_type != EXT_CUDA)
