@@ -215,9 +215,17 @@ typedef struct {
 int roc_cpu_tile_scratch_alloc(roc_cpu_tile_scratch *s, int64_t dim);
 void roc_cpu_tile_scratch_free(roc_cpu_tile_scratch *s);
 
+/* roc_curve_points.c: scikit-learn's points (every point with every_point)
+ * of curve-mode counts that roc_check_curve_counts accepted, highest key
+ * first: written to keys, fps and tps where keys is not NULL. Returns how
+ * many there are. */
+int64_t roc_curve_points_host(const roc_genuine_levels *genuine, const roc_key_counts *counts,
+                              int every_point, uint32_t *keys, uint64_t *fps, uint64_t *tps);
+
 /* roc_summary_checks.c: the counts a summary is given, checked first (each
  * an ext_status with its message). */
 int roc_check_genuine_total(const roc_genuine_levels *genuine, const roc_totals *totals);
+int roc_check_totals(uint64_t n_genuine, uint64_t n_impostor);
 int roc_check_exact_counts(const roc_genuine_levels *genuine, const roc_exact_counts *counts,
                            uint64_t *n_impostor /* OUT */);
 int roc_check_curve_counts(const roc_genuine_levels *genuine, const roc_key_counts *counts,

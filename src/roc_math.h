@@ -208,4 +208,15 @@ ROC_HD int64_t roc_int_at(const void *p, int dtype, int64_t t)
     }
 }
 
+/* scikit-learn's drop_intermediate: of the curve with a point at every
+ * distinct score, a point (not the first or the last) stays where the step
+ * into it, (imp, gen) new impostor and genuine pairs, differs from the step
+ * out of it, (next_imp, next_gen): roc_curve's np.diff(fps, 2) and
+ * np.diff(tps, 2) are those differences. The host's summary and the GPU's
+ * curve points both keep points by it. */
+ROC_HD int roc_sklearn_keeps(uint64_t imp, uint64_t gen, uint64_t next_imp, uint64_t next_gen)
+{
+    return imp != next_imp || gen != next_gen;
+}
+
 #endif /* ROC_MATH_H */

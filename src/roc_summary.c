@@ -5,7 +5,7 @@
  * The curve follows sklearn.metrics.roc_curve: thresholds descending, a first
  * point (0, 0) at threshold +inf, then one point per distinct score where the
  * step into it differs from the step out of it (drop_intermediate=True keeps
- * exactly those, plus the first and last scores: sklearn_keeps). A step is the
+ * exactly those, plus the first and last scores: roc_sklearn_keeps). A step is the
  * pair (new impostors, new genuine pairs) that a threshold adds.
  *
  *   curve mode   every distinct score is known: the same points as sklearn, or
@@ -38,14 +38,6 @@
 
 typedef unsigned __int128 u128;
 
-/* scikit-learn's drop_intermediate: of the curve with a point at every
- * distinct score, a point (not the first or the last) stays where the step
- * into it, (imp, gen), differs from the step out of it, (next_imp, next_gen):
- * roc_curve's np.diff(fps, 2) and np.diff(tps, 2) are those differences. */
-static inline int sklearn_keeps(uint64_t imp, uint64_t gen, uint64_t next_imp, uint64_t next_gen)
-{
-    return imp != next_imp || gen != next_gen;
-}
 
 // ---------------------------------------------------------------------------
 // the curve under construction
@@ -230,18 +222,6 @@ static double partial_auc(const roc_summary *s, double m)
     return (double)((rate_area + mm * (1 - mm)) / (mm * (2 - mm)));
 }
 
-static int check_totals(uint64_t n_genuine, uint64_t n_impostor)
-{
-    if (n_genuine == 0)
-        return ext_fail(EXT_ERR_VALUE, "roc: there are no genuine pairs (no query shares a "
-                        "label with a gallery entry, or all their scores are NaN); the ROC is "
-                        "undefined");
-    if (n_impostor == 0)
-        return ext_fail(EXT_ERR_VALUE, "roc: there are no impostor pairs (every pair shares its "
-                        "label, or all their scores are NaN); the ROC is undefined");
-    return EXT_OK;
-}
-
 /* The first i in [lo, hi) with x[i] >= v (x[i] > v where `strict`), else
  * hi; x non-decreasing there, as a curve's fpr and tpr are. Walked point by
  * point from the first, six FAR targets took a tenth of the summary of
@@ -422,7 +402,7 @@ static int check_options(const roc_summary_options *o, int mode)
 // impostor-only scores k_1 < ... < k_m (k_1 = gap_min[p]) with c_1, ..., c_m
 // pairs. With F the false accepts at k_1 and S_j = c_1 + ... + c_j, the point
 // at k_j has F - S_{j-1} false accepts, and for 1 < j it survives exactly
-// where c_j != c_{j-1} (sklearn_keeps: the step into it is (c_j, 0), the step
+// where c_j != c_{j-1} (roc_sklearn_keeps: the step into it is (c_j, 0), the step
 // out of it (c_{j-1}, 0)); above k_m comes g[p], whose step adds genuine pairs,
 // or, in the top gap, nothing (k_m is the first point). Exact mode's curve
 // has k_1's point (the step below it adds genuine pairs, or it is the last),
@@ -564,7 +544,7 @@ static int walk_gap(const roc_genuine_levels *genuine, const roc_exact_counts *c
                 goto inconsistent;
             break;
         }
-        if (sklearn_keeps(pairs[j], 0, previous, 0) && distance < d) {
+        if (roc_sklearn_keeps(pairs[j], 0, previous, 0) && distance < d) {
             *result = WALK_NEARER;
             break;
         }
@@ -636,7 +616,7 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
     if ((st = check_options(options, ROC_MODE_EXACT)) ||
         (st = roc_check_genuine_total(genuine, totals)) ||
         (st = roc_check_exact_counts(genuine, counts, &n_impostor)) ||
-        (st = check_totals(totals->n_genuine, n_impostor)))
+        (st = roc_check_totals(totals->n_genuine, n_impostor)))
         return st;
 
     curve c = {0};
@@ -667,7 +647,7 @@ int roc_summarize_exact(const roc_genuine_levels *genuine, const roc_exact_count
         /* kept unless the next score adds the very same step; a gap below it
          * adds impostors only, which is never this step (it adds genuine pairs) */
         int keep = gap[u] > 0 || u == 0 || (u == U - 1 && gap[U] == 0) ||
-                   sklearn_keeps(imp, gen[u], at[u - 1] - gen[u - 1], gen[u - 1]);
+                   roc_sklearn_keeps(imp, gen[u], at[u - 1] - gen[u - 1], gen[u - 1]);
         if (keep && (st = curve_push(&c, roc_key_score(g[u]), fps, tps)))
             goto fail;
         nearest_visit(&nearest, fps, tps, roc_key_score(g[u]));
@@ -721,7 +701,7 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
     if ((st = check_options(options, ROC_MODE_CURVE)) ||
         (st = roc_check_genuine_total(genuine, totals)) ||
         (st = roc_check_curve_counts(genuine, counts, &n_all)) ||
-        (st = check_totals(totals->n_genuine, n_all - totals->n_genuine)))
+        (st = roc_check_totals(totals->n_genuine, n_all - totals->n_genuine)))
         return st;
 
     /* the step each distinct key adds, walking down from the highest; the
@@ -751,7 +731,7 @@ int roc_summarize_curve(const roc_genuine_levels *genuine, const roc_key_counts 
         fps += imp;
         tps += gen;
         const int keep = options->every_point || i == n - 1 || i == 0 ||
-                         sklearn_keeps(imp, gen, next_imp, next_gen);
+                         roc_sklearn_keeps(imp, gen, next_imp, next_gen);
         if (keep && (st = curve_push(&c, roc_key_score(counts->keys[i]), fps, tps)))
             goto fail;
         nearest_visit(&nearest, fps, tps, roc_key_score(counts->keys[i]));
@@ -810,7 +790,7 @@ int roc_summarize_binned(const roc_genuine_levels *genuine, const roc_binned_cou
     out->genuine_above = gen_above;
     out->impostor_below = counts->below - gen_below;
     out->impostor_above = counts->above - gen_above;
-    if ((st = check_totals(totals->n_genuine, n_impostor)))
+    if ((st = roc_check_totals(totals->n_genuine, n_impostor)))
         return st;
 
     curve c = {0};

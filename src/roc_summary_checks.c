@@ -140,3 +140,16 @@ int roc_check_binned_counts(const roc_binned_counts *counts, uint64_t gen_below,
     *n_impostor = sum;
     return EXT_OK;
 }
+
+/* Both classes present: else the ROC is undefined. */
+int roc_check_totals(uint64_t n_genuine, uint64_t n_impostor)
+{
+    if (n_genuine == 0)
+        return ext_fail(EXT_ERR_VALUE, "roc: there are no genuine pairs (no query shares a "
+                        "label with a gallery entry, or all their scores are NaN); the ROC is "
+                        "undefined");
+    if (n_impostor == 0)
+        return ext_fail(EXT_ERR_VALUE, "roc: there are no impostor pairs (every pair shares its "
+                        "label, or all their scores are NaN); the ROC is undefined");
+    return EXT_OK;
+}
