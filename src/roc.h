@@ -247,6 +247,22 @@ int roc_eval_set_gap_keys(roc_eval *eval, int64_t gap, uint32_t from, uint32_t t
                           const uint32_t *keys, const uint64_t *counts, int64_t n);
 int roc_eval_summarize(roc_eval *eval, const roc_summary_options *options,
                        roc_summary **out /* OUT */);
+/*
+ * Curve mode: scikit-learn's roc_curve points (every_point 0: those its
+ * drop_intermediate keeps; 1: one at every distinct score), highest score
+ * first, without its leading (0, 0) point at +inf: each point's key
+ * (roc_math.h's roc_score_key) and the impostor (fps) and genuine (tps) pairs
+ * scoring at or above it. roc_eval_curve_size finds them and says how many;
+ * then roc_eval_curve_points writes them into keys (int32 holding the uint32
+ * keys' bits), fps and tps (int64), 1-D contiguous tensors of that many
+ * elements. The GPU backend
+ * builds them where it counted, into tensors on its device (only the points
+ * leave it, not every distinct score); once the counts are on the host
+ * (fetched: roc_eval_counts, set_keys), into CPU tensors, as the CPU backend.
+ */
+int roc_eval_curve_size(roc_eval *eval, int32_t every_point, int64_t *n_points /* OUT */);
+int roc_eval_curve_points(roc_eval *eval, const ext_tensor *keys, const ext_tensor *fps,
+                          const ext_tensor *tps);
 void roc_eval_free(roc_eval *eval);
 void roc_summary_free(roc_summary *summary);
 

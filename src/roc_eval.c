@@ -34,6 +34,8 @@ struct roc_eval {
     int64_t n_probed;
     int rows_added;   /* set_levels is refused once rows are counted */
     int fetched;      /* the host counts are complete (and may be reduced) */
+    int64_t curve_points;  /* curve_size's answer (-1: not asked since the counts changed) */
+    int curve_every;       /* ... for every point, or scikit-learn's */
     int broken;       /* an earlier step failed half-way: the counts are not whole */
     roc_eval_cpu *cpu;
 #ifdef EXT_WITH_CUDA
@@ -391,6 +393,7 @@ static int create(roc_eval **out, const roc_eval_config *config, const char *fn,
     roc_eval *ev = ext_calloc(1, sizeof *ev);
     if (!ev)
         return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", fn);
+    ev->curve_points = -1;
     ev->config = *config;
     snprintf(ev->caller, sizeof ev->caller, "%s", fn);
     ev->src = *src;
@@ -553,6 +556,7 @@ int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
     roc_eval *ev = ext_calloc(1, sizeof *ev);
     if (!ev)
         return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate the evaluator", fn);
+    ev->curve_points = -1;
     ev->config = *config;
     snprintf(ev->caller, sizeof ev->caller, "%s", fn);
     ev->src.mode = config->mode;
@@ -654,6 +658,7 @@ int roc_eval_add_rows(roc_eval *ev, int64_t row_begin, int64_t row_end)
         return st;
     ev->rows_added = 1;
     ev->fetched = 0;
+    ev->curve_points = -1;
     if (row_begin == row_end || ev->src.n_gallery == 0)
         return EXT_OK; /* (a list of pairs has n_gallery >= 1, or is scored from features) */
     if (ev->config.mode == ROC_MODE_EXACT && ev->genuine.n_levels == 0)
@@ -729,6 +734,7 @@ int roc_eval_set_keys(roc_eval *ev, const uint32_t *keys, const uint64_t *counts
     free(acc->keys);
     free(acc->counts);
     *acc = (roc_key_counts){n_keys, own_keys, own_counts};
+    ev->curve_points = -1;
     return EXT_OK;
 }
 
@@ -779,6 +785,108 @@ int roc_eval_set_gap_keys(roc_eval *ev, int64_t gap, uint32_t from, uint32_t thr
     return EXT_OK;
 }
 
+/* Failure `st` of a summarizer or a check, which name no caller ("roc: ..."),
+ * its message prefixed with ours. */
+static int with_caller(const roc_eval *ev, int st)
+{
+    char message[1024];
+    snprintf(message, sizeof message, "%s", ext_last_error());
+    const char *body = strncmp(message, "roc: ", 5) == 0 ? message + 5 : message;
+    return ext_fail(st, "%s: %s", ev->caller, body);
+}
+
+/* Curve mode's points (roc.h): on the device where the GPU backend still
+ * holds its counts, else from the host counts. */
+int roc_eval_curve_size(roc_eval *ev, int32_t every_point, int64_t *n_points)
+{
+    int st;
+    if (n_points == NULL)
+        return ext_fail(EXT_ERR_VALUE, "%s: curve_size's n_points is NULL", ev->caller);
+    *n_points = 0;
+    if ((st = check_usable(ev)))
+        return st;
+    if (ev->config.mode != ROC_MODE_CURVE)
+        return ext_fail(EXT_ERR_VALUE, "%s: curve points are for the curve mode", ev->caller);
+    ev->curve_points = -1;
+    ev->curve_every = every_point != 0;
+    const roc_totals *totals = &ev->counts.totals;
+    uint64_t n_all = 0;
+#ifdef EXT_WITH_CUDA
+    if (ev->cuda && !ev->fetched) {
+        uint64_t n_genuine = 0;
+        if ((st = cuda_status(ev, roc_eval_cuda_curve_size(ev->cuda, &ev->genuine,
+                                                           ev->curve_every, n_points,
+                                                           &n_genuine, &n_all))))
+            return st;
+        if (n_genuine == UINT64_MAX)
+            return ext_fail(EXT_ERR_VALUE, "%s: the counts cannot be right: a distinct score "
+                            "holds fewer pairs than its genuine ones", ev->caller);
+        if (n_genuine != totals->n_genuine)
+            return ext_fail(EXT_ERR_VALUE, "%s: the counts cannot be right: the distinct "
+                            "scores hold %llu genuine pairs but the levels %llu", ev->caller,
+                            (unsigned long long)n_genuine,
+                            (unsigned long long)totals->n_genuine);
+    } else
+#endif
+    {
+        if ((st = roc_eval_fetch(ev)) ||
+            (st = roc_check_genuine_total(&ev->genuine, totals)) ||
+            (st = roc_check_curve_counts(&ev->genuine, &ev->counts.keys, &n_all)))
+            return st;
+        *n_points = roc_curve_points_host(&ev->genuine, &ev->counts.keys, ev->curve_every,
+                                          NULL, NULL, NULL);
+    }
+    if ((st = roc_check_totals(totals->n_genuine, n_all - totals->n_genuine))) {
+        *n_points = 0;
+        return with_caller(ev, st);
+    }
+    ev->curve_points = *n_points;
+    return EXT_OK;
+}
+
+int roc_eval_curve_points(roc_eval *ev, const ext_tensor *keys, const ext_tensor *fps,
+                          const ext_tensor *tps)
+{
+    int st;
+    if ((st = check_usable(ev)))
+        return st;
+    if (ev->curve_points < 0)
+        return ext_fail(EXT_ERR_VALUE, "%s: curve_points comes after curve_size", ev->caller);
+    const ext_arg args[] = {{"keys", keys}, {"fps", fps}, {"tps", tps}};
+    const char *fn = ev->caller;
+    /* keys hold the uint32 keys' bits; fps and tps the counts (below 2^63) */
+    if ((st = ext_check_dtype(fn, "keys", keys, EXT_MASK(EXT_INT32))) ||
+        (st = ext_check_dtype(fn, "fps", fps, EXT_MASK(EXT_INT64))) ||
+        (st = ext_check_dtype(fn, "tps", tps, EXT_MASK(EXT_INT64))) ||
+        (st = ext_check_ndim(fn, "keys", keys, 1)) || (st = ext_check_ndim(fn, "fps", fps, 1)) ||
+        (st = ext_check_ndim(fn, "tps", tps, 1)) || (st = check_placement(fn, args, 3)))
+        return st;
+    for (int a = 0; a < 3; a++)
+        if (args[a].t->sizes[0] != ev->curve_points)
+            return ext_fail(EXT_ERR_VALUE, "%s: %s has %lld elements but the curve %lld points",
+                            fn, args[a].name, (long long)args[a].t->sizes[0],
+                            (long long)ev->curve_points);
+    const int on_device = keys->device_type == EXT_CUDA;
+#ifdef EXT_WITH_CUDA
+    if (ev->cuda && !ev->fetched) {
+        if (!on_device || keys->device_index != ev->src.device)
+            return ext_fail(EXT_ERR_DEVICE, "%s: the curve points go to the evaluator's device, "
+                            "cuda:%d", fn, ev->src.device);
+        st = cuda_status(ev, roc_eval_cuda_curve_points(ev->cuda, keys->data, fps->data,
+                                                        tps->data));
+        ev->curve_points = -1;
+        return st;
+    }
+#endif
+    if (on_device)
+        return ext_fail(EXT_ERR_DEVICE, "%s: the curve points of host counts go to the CPU",
+                        fn);
+    roc_curve_points_host(&ev->genuine, &ev->counts.keys, ev->curve_every, keys->data,
+                          fps->data, tps->data);
+    ev->curve_points = -1;
+    return EXT_OK;
+}
+
 int roc_eval_summarize(roc_eval *ev, const roc_summary_options *options, roc_summary **out)
 {
     int st;
@@ -797,13 +905,8 @@ int roc_eval_summarize(roc_eval *ev, const roc_summary_options *options, roc_sum
     else
         st = roc_summarize_curve(&ev->genuine, &c->keys, &c->totals, options, s);
     if (st) {
-        /* the summarizers name no caller: prefix ours */
-        char message[1024];
-        snprintf(message, sizeof message, "%s", ext_last_error());
-        const char *body = strncmp(message, "roc: ", 5) == 0 ? message + 5 : message;
-        ext_fail(st, "%s: %s", ev->caller, body);
         roc_summary_free(s);
-        return st;
+        return with_caller(ev, st);
     }
 #ifdef EXT_WITH_CUDA
     if (ev->cuda)

@@ -167,6 +167,23 @@ extern "C" int roc_eval_cuda_add_rows(roc_eval_cuda *ev, roc_counts *counts, int
     return ev->plan.policy == Policy::kCurve ? merge_keys(ev, keys, n) : cudaSuccess;
 }
 
+extern "C" int roc_eval_cuda_curve_size(roc_eval_cuda *ev, const roc_genuine_levels *levels,
+                                        int every_point, int64_t *n_points, uint64_t *n_genuine,
+                                        uint64_t *n_all)
+{
+    ExtDeviceGuard guard(ev->src.device);
+    EXT_CUDA_TRY(guard.error());
+    return curve_size(ev, levels, every_point != 0, n_points, n_genuine, n_all);
+}
+
+extern "C" int roc_eval_cuda_curve_points(roc_eval_cuda *ev, void *keys, void *fps, void *tps)
+{
+    ExtDeviceGuard guard(ev->src.device);
+    EXT_CUDA_TRY(guard.error());
+    return curve_points(ev, static_cast<uint32_t *>(keys), static_cast<uint64_t *>(fps),
+                        static_cast<uint64_t *>(tps));
+}
+
 extern "C" int roc_eval_cuda_fetch(roc_eval_cuda *ev, roc_counts *counts)
 {
     ExtDeviceGuard guard(ev->src.device);

@@ -26,6 +26,14 @@ int roc_eval_cuda_set_levels(roc_eval_cuda *backend, const roc_genuine_levels *l
 int roc_eval_cuda_add_rows(roc_eval_cuda *backend, roc_counts *counts, int64_t begin,
                            int64_t end);
 int roc_eval_cuda_fetch(roc_eval_cuda *backend, roc_counts *counts);
+/* Curve mode, before any fetch: scikit-learn's points of the device's counts
+ * (roc_eval_curve_size), their number, the genuine pairs among the distinct
+ * scores and all their pairs (NaN excluded); then the points themselves,
+ * written to device arrays of that many elements. */
+int roc_eval_cuda_curve_size(roc_eval_cuda *backend, const roc_genuine_levels *levels,
+                             int every_point, int64_t *n_points, uint64_t *n_genuine,
+                             uint64_t *n_all);
+int roc_eval_cuda_curve_points(roc_eval_cuda *backend, void *keys, void *fps, void *tps);
 int64_t roc_eval_cuda_peak_bytes(const roc_eval_cuda *backend);
 void roc_eval_cuda_free(roc_eval_cuda *backend);
 /* the rows of the feature pass's tile (roc_gemm.cuh) */

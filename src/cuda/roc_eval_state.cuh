@@ -188,13 +188,21 @@ struct Binned {
     explicit Binned(ExtDeviceArena &arena) : edges(arena), bins(arena) {}
 };
 
-/* Curve mode: the distinct keys so far and their counts. */
+/* Curve mode: the distinct keys so far and their counts; between
+ * curve_size and curve_points, the points found: from the highest key down,
+ * the cumulative impostor and genuine pairs and whether each is kept. */
 struct Curve {
     Buffer<uint32_t> keys;
     Buffer<unsigned long long> counts;
     int64_t n = 0;
+    Buffer<unsigned long long> fps, tps;
+    Buffer<uint8_t> kept;
+    int64_t n_keys = 0, n_points = 0; /* the keys walked (NO_KEY's run left out), kept */
 
-    explicit Curve(ExtDeviceArena &arena) : keys(arena), counts(arena) {}
+    explicit Curve(ExtDeviceArena &arena)
+        : keys(arena), counts(arena), fps(arena), tps(arena), kept(arena)
+    {
+    }
 };
 
 /* The feature pass's chunk of stored tiles (tile_kernel) and which they are;
@@ -337,6 +345,12 @@ cudaError_t set_ranges(roc_eval_cuda *ev, const uint32_t *keys);
 cudaError_t launch_partition(cudaStream_t stream, const Operands &op, const PassParams &q,
                              const float *chunk, int blocks);
 cudaError_t drain_ranges(roc_eval_cuda *ev);
+
+/* roc_curve_points.cu: scikit-learn's points of the curve's keys, found,
+ * then written to device arrays. */
+cudaError_t curve_size(roc_eval_cuda *ev, const roc_genuine_levels *levels, bool every_point,
+                       int64_t *n_points, uint64_t *n_genuine, uint64_t *n_all);
+cudaError_t curve_points(roc_eval_cuda *ev, uint32_t *keys, uint64_t *fps, uint64_t *tps);
 
 /* roc_sorted.cu: the curve's keys merged; flat scores counted sorted. */
 cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n);
