@@ -119,6 +119,24 @@ class Evaluation:
             self.handle, gap, first, through, ffi.from_buffer("uint32_t[]", keys),
             ffi.from_buffer("uint64_t[]", counts), len(keys)))
 
+    def curve_points(self, every_point, on_device):
+        """Curve mode: scikit-learn's points (roc.h's roc_eval_curve_size and
+        _points), highest score first: (keys, fps, tps) as int32 (the uint32
+        keys' bits) and int64 arrays; torch tensors on the evaluator's GPU where
+        on_device (its counts never fetched), else NumPy arrays."""
+        n = ffi.new("int64_t *")
+        self.check(lib.roc_eval_curve_size(self.handle, int(every_point), n))
+        if on_device:
+            torch = _ffi.torch
+            arrays = [torch.empty(n[0], dtype=dtype, device=self.device)
+                      for dtype in (torch.int32, torch.int64, torch.int64)]
+        else:
+            arrays = [np.empty(n[0], dtype) for dtype in (np.int32, np.int64, np.int64)]
+        self.check(lib.roc_eval_curve_points(self.handle, *(
+            _ffi.describe(ffi, self.fn, name, a) for name, a in zip(("keys", "fps", "tps"),
+                                                                    arrays))))
+        return arrays
+
     def summarize(self, fars, far_rule, eer_rule="crossing", max_fpr=None, every_point=False):
         far_array = ffi.new("double[]", list(fars)) if fars else ffi.NULL
         options = ffi.new("roc_summary_options *")
@@ -279,6 +297,45 @@ def finish(counted, options, count=None):
         report.map_scores(setup["scale"].scores)
     report.communication = session.communication
     return report, summary
+
+
+def curve(counted, options):
+    """(fpr, tpr, thresholds) of a counted curve-mode evaluation, as
+    scikit-learn's roc_curve makes them (a first point (0, 0) at +inf, then
+    fps / fps[-1] and tps / tps[-1] in float64), from the evaluator's points:
+    built on its GPU where it counted them (one process), float64 torch
+    tensors there; NumPy arrays on the CPU (a group's GPU ranks, whose counts
+    are reduced on the host, move theirs to the GPU)."""
+    evaluation, setup, session = counted
+    session.reduce_counts(evaluation)
+    gpu = evaluation.device != "cpu"
+    keys, fps, tps = session.step(lambda: evaluation.curve_points(
+        options.every_point, gpu and session.world_size == 1))
+    if gpu and not _ffi.is_tensor(keys):
+        keys, fps, tps = (_ffi.torch.from_numpy(a).to(evaluation.device) for a in (keys, fps, tps))
+    thresholds = _key_scores(keys)
+    if setup.get("scale") is not None:  # float64 scores, counted as their surrogates
+        thresholds = setup["scale"].scores(thresholds)
+    if gpu:
+        torch = _ffi.torch
+        zero = torch.zeros(1, dtype=torch.float64, device=keys.device)
+        fpr = torch.cat([zero, fps.double() / float(fps[-1])])
+        tpr = torch.cat([zero, tps.double() / float(tps[-1])])
+        return fpr, tpr, torch.cat([zero + float("inf"), thresholds])
+    fpr = np.r_[0.0, fps.astype(np.float64) / float(fps[-1])]
+    tpr = np.r_[0.0, tps.astype(np.float64) / float(tps[-1])]
+    return fpr, tpr, np.r_[np.inf, thresholds]
+
+
+def _key_scores(keys):
+    """float64 scores of keys (int32 holding roc_math.h's uint32 keys): the
+    inverse of roc_score_key, on the keys' device."""
+    high = keys < 0  # the key's top bit: a score >= +0.0
+    if _ffi.is_tensor(keys):
+        bits = _ffi.torch.where(high, keys & 0x7FFFFFFF, ~keys)
+        return bits.view(_ffi.torch.float32).double()
+    bits = np.where(high, keys & 0x7FFFFFFF, ~keys).astype(np.int32)
+    return bits.view(np.float32).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------
@@ -673,9 +730,8 @@ def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_
     options = _distributed.checked("roc_curve", group, lambda: Options(
         "roc_curve", mode="curve", fars=(), chunk=chunk, similarity=similarity,
         progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
-    report = finish(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q, feat_g,
-                              same_set, device, group), options)[0]
-    return report.fpr, report.tpr, report.thresholds
+    return curve(all_pairs("roc_curve", options, labels_q, labels_g, score, feat_q, feat_g,
+                           same_set, device, group), options)
 
 
 def evaluate_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=None,
@@ -724,9 +780,8 @@ def roc_curve_pairs(genuine, score=None, *, feat_a=None, feat_b=None, index_a=No
     options = _distributed.checked("roc_curve_pairs", group, lambda: Options(
         "roc_curve_pairs", mode="curve", fars=(), chunk=chunk, similarity=similarity,
         progress=progress, modes=("curve",), drop_intermediate=drop_intermediate))
-    report = finish(pair_list("roc_curve_pairs", options, genuine, score, feat_a, feat_b,
-                              index_a, index_b, device, group, pos_label), options)[0]
-    return report.fpr, report.tpr, report.thresholds
+    return curve(pair_list("roc_curve_pairs", options, genuine, score, feat_a, feat_b, index_a,
+                           index_b, device, group, pos_label), options)
 
 
 def pair_scores(feat_q, feat_g, similarity="cosine"):

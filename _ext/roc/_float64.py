@@ -118,17 +118,29 @@ class ScoreScale:
         return out
 
     def scores(self, values):
-        """The float64 scores of surrogates `values` (float64, any shape) as a
-        NumPy array: a surrogate as its score in D; NaN and infinities (the
-        curve's first threshold, +inf) as they are, which no surrogate is."""
+        """The float64 scores of surrogates `values` (float64, any shape): a
+        surrogate as its score; NaN and infinities (the curve's first
+        threshold, +inf) as they are, which no surrogate is. A torch tensor
+        stays one, on its device; anything else becomes a NumPy array."""
+        if _is_torch(values):
+            torch = _ffi.torch
+            finite = torch.isfinite(values)
+            bits = values[finite].to(torch.float32).view(torch.int32).to(torch.int64)
+            index, valid = self._index(torch.where(bits >= 0, bits + SIGN, -1 - bits))
+            distinct = self.distinct if _is_torch(self.distinct) else \
+                torch.from_numpy(self.distinct)
+            picked = distinct.to(values.device)[index.clamp(0, max(self.n - 1, 0))]
+            valid &= ~torch.isnan(picked)
+            if not bool(valid.all()):
+                self._refuse(values[finite][~valid][0].item())
+            out = values.clone()
+            out[finite] = picked
+            return out
         values = np.asarray(values, dtype=np.float64)
         out = values.copy()
         finite = np.isfinite(values)
         bits = values[finite].astype(np.float32).view(np.int32).astype(np.int64)
-        key = np.where(bits >= 0, bits + SIGN, -1 - bits)
-        index = key - FIRST_KEY - (key >= SKIPPED_FROM + SKIPPED_KEYS) * SKIPPED_KEYS
-        valid = ((index >= 0) & (index < self.n) &
-                 ~((key >= SKIPPED_FROM) & (key < SKIPPED_FROM + SKIPPED_KEYS)))
+        index, valid = self._index(np.where(bits >= 0, bits + SIGN, -1 - bits))
         if valid.all():
             distinct = self.distinct
             if _is_torch(distinct):
@@ -137,11 +149,20 @@ class ScoreScale:
                 picked = distinct[index]
             valid = ~np.isnan(picked)
         if not valid.all():
-            wrong = values[finite][~valid][0].item()
-            raise RuntimeError("%s: the evaluator reported the score %r, which is none of the "
-                               "float64 scores' surrogates" % (self.fn, wrong))
+            self._refuse(values[finite][~valid][0].item())
         out[finite] = picked
         return out
+
+    def _index(self, key):
+        """(each key's place on the scale, whether it is a surrogate's key)."""
+        index = key - FIRST_KEY - (key >= SKIPPED_FROM + SKIPPED_KEYS) * SKIPPED_KEYS
+        valid = ((index >= 0) & (index < self.n) &
+                 ~((key >= SKIPPED_FROM) & (key < SKIPPED_FROM + SKIPPED_KEYS)))
+        return index, valid
+
+    def _refuse(self, wrong):
+        raise RuntimeError("%s: the evaluator reported the score %r, which is none of the "
+                           "float64 scores' surrogates" % (self.fn, wrong))
 
 
 def _distinct_with_index(x):
