@@ -44,7 +44,7 @@ def workload_matrix(timer, n_query, n_gallery, dim, targets, quick):
 
     # correctness first: roc_curve and evaluate against the torch.sort curve
     fpr, tpr, thr = (x.cpu().numpy() for x in sort_roc(score, genuine))
-    ours = roc.roc_curve(labels_q, labels_g, score=score)
+    ours = [x.cpu().numpy() for x in roc.roc_curve(labels_q, labels_g, score=score)]
     same_curve = all(np.array_equal(a, b) for a, b in zip(ours, (fpr, tpr, thr)))
     report = roc.evaluate(labels_q, labels_g, score=score)
     reduced = reduce_runs(fpr, tpr, thr)
@@ -231,7 +231,7 @@ def workload_pairs(timer, targets, quick):
               (time.perf_counter() - start) * 1e3, "-", "scores the pairs, then roc_curve")
     report = roc.evaluate_pairs(genuine, score)
     reference = roc_curve(host_genuine, host_score)
-    assert np.array_equal(roc.roc_curve_pairs(genuine, score)[0], reference[0])
+    assert np.array_equal(roc.roc_curve_pairs(genuine, score)[0].cpu().numpy(), reference[0])
     targets["ijb flat"] = table.add("evaluate_pairs exact, flat scores", timer(
         lambda: roc.evaluate_pairs(genuine, score)), "bytes", "AUC %.6f" % report.auc)
     table.add("roc_curve_pairs (sklearn's points), flat scores", timer(

@@ -45,7 +45,7 @@ def main():
         curve = lambda: roc.roc_curve(labels_q, labels_g, score=score)  # noqa: E731
         exact = lambda: roc.evaluate(labels_q, labels_g, score=score)  # noqa: E731
     distinct = torch.unique(score.reshape(-1)).numel()
-    points = curve()[0].size
+    points = len(curve()[0])
     print("%d pairs, %d genuine, %d distinct scores, %d points kept" % (
         score.numel(), int(genuine.sum()), distinct, points))
     for name, fn in (("torch.sort + cumsum", lambda: sort_roc(score, genuine)),

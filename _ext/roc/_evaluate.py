@@ -716,7 +716,8 @@ def eer_in_curve_mode(report, options, count):
 def roc_curve(labels_q, labels_g, *, score=None, feat_q=None, feat_g=None, same_set=False,
               drop_intermediate=True, device=None, chunk=None, similarity="cosine",
               progress=None, group=None):
-    """(fpr, tpr, thresholds) as float64 NumPy arrays, identical to
+    """(fpr, tpr, thresholds) as float64 arrays (NumPy on the CPU, torch
+    tensors on the scores' GPU), identical to
     sklearn.metrics.roc_curve(y_true, y_score, drop_intermediate=...) on the
     flattened pairs (thresholds descending, thresholds[0] = inf; half-precision
     scores as their float32 values, float64 scores as themselves): by default

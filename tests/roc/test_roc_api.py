@@ -84,8 +84,15 @@ def reference_eer(fpr, tpr, n_genuine, n_impostor):
     return fpr[k - 1] + t * (fpr[k] - fpr[k - 1]), k
 
 
+def host_curve(curve):
+    """A curve's arrays as NumPy (a GPU's come as float64 torch tensors on it)."""
+    for a in curve:
+        assert a.dtype in (np.float64, torch.float64)
+    return [a.cpu().numpy() if torch.is_tensor(a) else a for a in curve]
+
+
 def assert_curve_equal(got, expected):
-    for name, a, b in zip(("fpr", "tpr", "thresholds"), got, expected):
+    for name, a, b in zip(("fpr", "tpr", "thresholds"), host_curve(got), host_curve(expected)):
         assert len(a) == len(b), "%s: %d points, expected %d" % (name, len(a), len(b))
         np.testing.assert_array_equal(a, b, err_msg=name)
 
