@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include <cub/device/device_merge.cuh>
+
 #include "roc_eval_state.cuh"
 
 namespace roc_gpu {
@@ -99,14 +101,17 @@ __global__ void count_slots_kernel(const int64_t *slots, const RunCount *runs,
 
 } // namespace
 
-/* Curve mode: the rows' keys, sorted and run-length encoded, merged into the
- * distinct keys so far (concatenate, sort by key, add equal keys' counts). */
+/* Curve mode: the rows' keys, sorted and run-length encoded, then merged
+ * into the distinct keys so far (both sorted: a merge, then equal keys'
+ * counts added), so that a step costs its own sort and one pass over the keys
+ * so far, not a sort of them all. */
 cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
 {
     ExtDeviceArena &arena = ev->arena;
     cudaStream_t stream = arena.stream();
-    Buffer<uint32_t> sorted(arena), cat_keys(arena), cat_sorted(arena);
-    Buffer<unsigned long long> cat_counts(arena), cat_counts_sorted(arena);
+    Curve &c = ev->curve;
+    Buffer<uint32_t> sorted(arena), run_keys(arena), merged_keys(arena);
+    Buffer<unsigned long long> run_counts(arena), merged_counts(arena);
     Buffer<int64_t> n_runs(arena);
     EXT_CUDA_TRY(sorted.allocate(n));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
@@ -114,52 +119,47 @@ cudaError_t merge_keys(roc_eval_cuda *ev, Buffer<uint32_t> &keys, int64_t n)
                                               stream);
     }));
     keys.release();
-    const int64_t total = ev->curve.n + n;
-    EXT_CUDA_TRY(cat_keys.allocate(total));
-    EXT_CUDA_TRY(cat_counts.allocate(total));
+    EXT_CUDA_TRY(run_keys.allocate(n));
+    EXT_CUDA_TRY(run_counts.allocate(n));
     EXT_CUDA_TRY(n_runs.allocate(1));
-    /* the new keys' runs go after the distinct keys so far */
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(),
-                                                  cat_keys.get() + ev->curve.n,
-                                                  cat_counts.get() + ev->curve.n, n_runs.get(), n,
-                                                  stream);
+        return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.get(), run_keys.get(),
+                                                  run_counts.get(), n_runs.get(), n, stream);
     }));
     sorted.release();
     int64_t new_runs = 0;
     EXT_CUDA_TRY(cudaMemcpyAsync(&new_runs, n_runs.get(), sizeof new_runs,
                                  cudaMemcpyDeviceToHost, stream));
-    if (ev->curve.n) {
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_keys.get(), ev->curve.keys.get(),
-                                     ev->curve.n * sizeof(uint32_t), cudaMemcpyDeviceToDevice,
-                                     stream));
-        EXT_CUDA_TRY(cudaMemcpyAsync(cat_counts.get(), ev->curve.counts.get(),
-                                     ev->curve.n * sizeof(unsigned long long),
-                                     cudaMemcpyDeviceToDevice, stream));
-    }
     EXT_CUDA_TRY(cudaStreamSynchronize(stream));
-    ev->curve.keys.release();
-    ev->curve.counts.release();
-    const int64_t n_cat = ev->curve.n + new_runs;
-    ev->curve.n = 0;
-    EXT_CUDA_TRY(cat_sorted.allocate(n_cat));
-    EXT_CUDA_TRY(cat_counts_sorted.allocate(n_cat));
+    if (c.n == 0) { /* the first step's runs are the distinct keys */
+        c.keys = std::move(run_keys);
+        c.counts = std::move(run_counts);
+        c.n = new_runs;
+        return cudaSuccess;
+    }
+    const int64_t n_cat = c.n + new_runs;
+    EXT_CUDA_TRY(merged_keys.allocate(n_cat));
+    EXT_CUDA_TRY(merged_counts.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceRadixSort::SortPairs(tmp, bytes, cat_keys.get(), cat_sorted.get(),
-                                               cat_counts.get(), cat_counts_sorted.get(), n_cat,
-                                               0, 32, stream);
+        return cub::DeviceMerge::MergePairs(tmp, bytes, c.keys.get(), c.counts.get(), c.n,
+                                            run_keys.get(), run_counts.get(), new_runs,
+                                            merged_keys.get(), merged_counts.get(),
+                                            cuda::std::less<>{}, stream);
     }));
-    cat_keys.release();
-    cat_counts.release();
-    EXT_CUDA_TRY(ev->curve.keys.allocate(n_cat));
-    EXT_CUDA_TRY(ev->curve.counts.allocate(n_cat));
+    run_keys.release();
+    run_counts.release();
+    c.keys.release();
+    c.counts.release();
+    c.n = 0;
+    EXT_CUDA_TRY(c.keys.allocate(n_cat));
+    EXT_CUDA_TRY(c.counts.allocate(n_cat));
     EXT_CUDA_TRY(cub_run(arena, [&](void *tmp, size_t &bytes) {
-        return cub::DeviceReduce::ReduceByKey(tmp, bytes, cat_sorted.get(), ev->curve.keys.get(),
-                                              cat_counts_sorted.get(), ev->curve.counts.get(),
-                                              n_runs.get(), cuda::std::plus<>{}, n_cat, stream);
+        return cub::DeviceReduce::ReduceByKey(tmp, bytes, merged_keys.get(), c.keys.get(),
+                                              merged_counts.get(), c.counts.get(), n_runs.get(),
+                                              cuda::std::plus<>{}, n_cat, stream);
     }));
-    EXT_CUDA_TRY(cudaMemcpyAsync(&ev->curve.n, n_runs.get(), sizeof ev->curve.n,
-                                 cudaMemcpyDeviceToHost, stream));
+    EXT_CUDA_TRY(cudaMemcpyAsync(&c.n, n_runs.get(), sizeof c.n, cudaMemcpyDeviceToHost,
+                                 stream));
     return cudaStreamSynchronize(stream);
 }
 
