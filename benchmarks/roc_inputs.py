@@ -89,16 +89,17 @@ def ijb_like(n_templates=23_124, n_genuine=19_557, n_impostor=15_638_932, dim=51
     return feat, index_a, index_b, genuine
 
 
-def flat_pairs(n_pairs, seed=6):
-    """A classifier's scores of n_pairs pairs, 1% positive: (flags, scores),
-    the scores normal with the positives' mean 1 higher. Drawn in blocks of
-    2^28 so that no more than the two outputs and one block are held."""
+def flat_pairs(n_pairs, seed=6, positive=0.01):
+    """A classifier's scores of n_pairs pairs, a share `positive` of them
+    positive: (flags, scores), the scores normal with the positives' mean 1
+    higher. Drawn in blocks of 2^28 so that no more than the two outputs and
+    one block are held."""
     generator = torch.Generator(device="cuda").manual_seed(seed)
     flags = torch.empty(n_pairs, dtype=torch.bool, device="cuda")
     values = torch.empty(n_pairs, dtype=torch.float32, device="cuda")
     for begin in range(0, n_pairs, 1 << 28):
         end = min(begin + (1 << 28), n_pairs)
-        flags[begin:end] = torch.rand(end - begin, device="cuda", generator=generator) < 0.01
+        flags[begin:end] = torch.rand(end - begin, device="cuda", generator=generator) < positive
         values[begin:end] = torch.randn(end - begin, device="cuda", generator=generator)
         values[begin:end] += flags[begin:end]
     return flags, values

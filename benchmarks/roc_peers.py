@@ -147,6 +147,29 @@ def sklearn_scaled(score, genuine, fraction=100):
     return (time.perf_counter() - start) * 1e3 * score.shape[0] / rows
 
 
+def sklearn_gpu_curve():
+    """scikit-learn's roc_curve on CUDA torch tensors (its array API: dispatch on,
+    SCIPY_ARRAY_API=1 set before scipy is imported, as bench_roc.py does),
+    drop_intermediate=False (True raises a TypeError there), as fn(score,
+    genuine); None where this scikit-learn or its array API support is
+    missing."""
+    try:
+        import sklearn
+        from sklearn.metrics import roc_curve
+        import array_api_compat  # noqa: F401  (scikit-learn's array API needs it)
+    except ImportError:
+        return None
+
+    def run(score, genuine):
+        with sklearn.config_context(array_api_dispatch=True):
+            return roc_curve(genuine.reshape(-1), score.reshape(-1), drop_intermediate=False)
+    try:
+        run(torch.tensor([0.1, 0.9], device="cuda"), torch.tensor([False, True], device="cuda"))
+    except Exception:  # noqa: BLE001 (no array API path in this scikit-learn)
+        return None
+    return run
+
+
 def insightface_pairs(feat, index_a, index_b, genuine, batch=100_000):
     """InsightFace's IJB script on NumPy arrays: each batch of listed pairs
     scored as the sum of the templates' products, then scikit-learn's

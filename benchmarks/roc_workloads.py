@@ -9,6 +9,8 @@ collects the times that the driver's targets compare, by name.
     workload_same_set     one set against itself
     workload_scale        the 2.6e11-pair and IFRT sizes, easy and hard
     workload_pairs        an IJB-C-sized pair list, and 4e9 flat pairs
+    workload_curve        flat pairs from 1e7 to 4e8: the curve and the exact
+                          summary beside a sort, and scikit-learn on the GPU
     workload_distributed  one GPU against all of them, under torchrun
 """
 
@@ -23,7 +25,7 @@ from benchmarks.roc_inputs import embeddings, flat_pairs, ijb_like, scale_embedd
 from benchmarks.roc_peers import (PEER_EXACT, blog_kernel, check_peer_exact, chunked_gemm,
                                   chunked_matmul_histc, histc_pair, insightface_pairs,
                                   reduce_runs, same_set_histc, searchsorted_exact,
-                                  sklearn_scaled, sort_roc, torchmetrics_roc)
+                                  sklearn_gpu_curve, sklearn_scaled, sort_roc, torchmetrics_roc)
 from benchmarks.roc_table import Table
 
 
@@ -83,8 +85,8 @@ def workload_matrix(timer, n_query, n_gallery, dim, targets, quick):
         labels_q, labels_g, score=score, mode="binned")), "bytes")
     targets["exact"] = table.add("evaluate exact, score matrix", timer(lambda: roc.evaluate(
         labels_q, labels_g, score=score)), "bytes")
-    table.add("roc_curve (sklearn's points), score matrix", timer(lambda: roc.roc_curve(
-        labels_q, labels_g, score=score), repeat=3), "bytes")
+    targets["matrix curve"] = table.add("roc_curve (sklearn's points), score matrix", timer(
+        lambda: roc.roc_curve(labels_q, labels_g, score=score), repeat=3), "bytes")
 
     table.add("fp32 GEMM alone (torch.matmul)", timer(lambda: torch.matmul(feat_q, feat_g.T)),
               "flop", "TF32 off")
@@ -255,6 +257,48 @@ def workload_pairs(timer, targets, quick):
                                       len(result["r"].counts["genuine_scores"]),
                                       result["r"].device_bytes_peak / 2**20))
     tables.append(big)
+    return tables
+
+
+def workload_curve(timer, targets, quick):
+    """Flat pairs (a classifier's scores) at sizes up to 4e8: scikit-learn's
+    curve by this project (its points, and every point) beside a torch.sort +
+    cumsum curve and scikit-learn's own GPU path, checked equal first; the
+    exact summary at 0.1% and 1% positive beside the sort."""
+    sk_gpu = sklearn_gpu_curve()
+    tables = []
+    for n in ((1_000_000, 10_000_000) if quick else (10_000_000, 100_000_000, 400_000_000)):
+        for positive in (0.001, 0.01):
+            genuine, score = flat_pairs(n, positive=positive)
+            name = "%.0e pairs, %g%% positive" % (n, 100 * positive)
+            table = Table("Flat pairs: %s" % name, "Reads %.1f GB (a float32 score and a bool "
+                          "flag a pair)." % (n * 5 / 1e9),
+                          ["torch.sort + cumsum", "scikit-learn roc_curve on the GPU"])
+            table.bytes = n * 5
+            want = [x.cpu().numpy() for x in sort_roc(score, genuine)]
+            got = [x.cpu().numpy() for x in roc.roc_curve_pairs(genuine, score)]
+            assert all(np.array_equal(a, b) for a, b in zip(got, want)), \
+                "roc_curve_pairs differs from the torch.sort curve at " + name
+            sort_ms = table.add("torch.sort + cumsum", timer(
+                lambda: sort_roc(score, genuine), repeat=3), "bytes", "sklearn's points")
+            if positive == 0.001:
+                sk_ms = None
+                if sk_gpu is not None:
+                    sk_ms = table.add("scikit-learn roc_curve on the GPU", timer(
+                        lambda: sk_gpu(score, genuine), repeat=3), "bytes",
+                        "array API, drop_intermediate=False")
+                curve_ms = table.add("roc_curve_pairs (sklearn's points)", timer(
+                    lambda: roc.roc_curve_pairs(genuine, score), repeat=3), "bytes")
+                table.add("roc_curve_pairs, drop_intermediate=False", timer(
+                    lambda: roc.roc_curve_pairs(genuine, score, drop_intermediate=False),
+                    repeat=3), "bytes")
+                targets["curve %.0e" % n] = (curve_ms, sort_ms, sk_ms)
+            exact_ms = table.add("evaluate_pairs exact", timer(
+                lambda: roc.evaluate_pairs(genuine, score)), "bytes")
+            targets["exact %.0e %g" % (n, positive)] = (exact_ms, sort_ms)
+            tables.append(table)
+            del genuine, score
+            torch.cuda.empty_cache()
     return tables
 
 

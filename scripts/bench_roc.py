@@ -6,10 +6,11 @@
 Peers: the blog's 2018 kernel as published (dev/cuda/roc_blog.cu), torch
 matmul + torch.histc, an exact ROC from torch.sort + cumsum, torchmetrics'
 binary_roc (1024 thresholds, and exact), scikit-learn's roc_curve on the CPU
-(on a subset, scaled, and labelled so), the exact count done directly with
-torch at scale (chunked matmul + searchsorted + bincount). This project:
-gpu_roc on a given score matrix, evaluate() binned and exact on a score matrix
-and from features, roc_curve() on a score matrix.
+(on a subset, scaled, and labelled so) and on the GPU (its array API), the
+exact count done directly with torch at scale (chunked matmul + searchsorted
++ bincount). This project: gpu_roc on a given score matrix, evaluate() binned
+and exact on a score matrix and from features, roc_curve() on a score matrix,
+evaluate_pairs() and roc_curve_pairs() on lists of pairs.
 
 Every time is the median of 20 runs (3 for the slow peers) timed with CUDA
 events after warm-ups, with L2 flushed before each run and the GPU kept busy
@@ -32,14 +33,18 @@ import datetime
 import os
 import sys
 
-import torch
+# scikit-learn's array API (its GPU roc_curve, a peer) needs SciPy's, which
+# is read when SciPy is first imported
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _ext import roc  # noqa: E402
-from benchmarks.roc_workloads import (workload_distributed, workload_features,  # noqa: E402
-                                      workload_matrix, workload_pairs, workload_same_set,
-                                      workload_scale)
+from benchmarks.roc_workloads import (workload_curve, workload_distributed,  # noqa: E402
+                                      workload_features, workload_matrix, workload_pairs,
+                                      workload_same_set, workload_scale)
 from benchmarks.sections import targets_table, write_section  # noqa: E402
 from benchmarks.timing import copy_gbps, cuda_event_timer, fp32_gemm_rate  # noqa: E402
 
@@ -93,10 +98,10 @@ def main(argv=None):
     parser.add_argument("--ifrt", action="store_true",
                         help="the IFRT size instead of 2.6e11 (1,000,000 x 2,600,000 pairs, "
                              "hard, exact: minutes)")
-    parser.add_argument("--only", choices=("matrix", "pairs", "scale"),
+    parser.add_argument("--only", choices=("matrix", "pairs", "curve", "scale"),
                         help="one group of workloads (its own section of --markdown): the "
-                             "blog's size, 1e10 and same set; lists of pairs; the 2.6e11 and "
-                             "IFRT sizes")
+                             "blog's size, 1e10 and same set; lists of pairs; flat pairs' "
+                             "curves beside a sort; the 2.6e11 and IFRT sizes")
     parser.add_argument("--distributed", action="store_true",
                         help="under torchrun: one GPU against all of them (see distributed())")
     args = parser.parse_args(argv)
@@ -126,6 +131,9 @@ def main(argv=None):
     torch.cuda.empty_cache()
     if args.only in (None, "pairs"):
         tables += workload_pairs(timer, targets, args.quick)
+        torch.cuda.empty_cache()
+    if args.only in (None, "curve"):
+        tables += workload_curve(timer, targets, args.quick)
         torch.cuda.empty_cache()
     scale = [("2.6e11", 100_000, 650_000)] if not args.quick else [("2.6e10", 10_000, 650_000)]
     if args.ifrt:  # the target's case only: minutes a row
@@ -157,7 +165,23 @@ def main(argv=None):
          targets["1e10 binned"] / targets["1e10 gemm"], 1.15, "<="),
         ("exact from features <= 1.15x the GEMM alone (large)",
          targets["1e10 exact"] / targets["1e10 gemm"], 1.15, "<="),
+        ("roc_curve on the blog's score matrix <= 40 ms", targets["matrix curve"], 40.0, "<="),
     ]
+    for key, (curve_ms, sort_ms, sk_ms) in sorted(
+            (k, v) for k, v in targets.items() if k.startswith("curve ")):
+        n = key.split()[1]
+        checks.append(("roc_curve_pairs <= 1.2x torch.sort + cumsum (%s pairs)" % n,
+                       curve_ms / sort_ms, 1.2, "<="))
+        if sk_ms is not None:
+            checks.append(("roc_curve_pairs faster than scikit-learn on the GPU (%s pairs)" % n,
+                           curve_ms / sk_ms, 1.0, "<"))
+    for key, (exact_ms, sort_ms) in sorted(
+            (k, v) for k, v in targets.items() if k.startswith("exact ")):
+        _, n, positive = key.split()
+        if float(n) >= 1e8:
+            checks.append(("evaluate_pairs exact <= 0.6x torch.sort + cumsum (%s pairs, %s%% "
+                           "positive)" % (n, float(positive) * 100), exact_ms / sort_ms, 0.6,
+                           "<="))
     for name, _, _ in scale if not args.ifrt else ():
         for form in ("easy", "hard"):
             for mode in ("exact", "binned"):
@@ -167,6 +191,8 @@ def main(argv=None):
     if args.ifrt and scale:
         checks.append(("IFRT size, hard, exact <= 70 s", targets["IFRT hard exact"] / 1e3,
                        70.0, "<="))
+    if "flat big" in targets and not args.quick:
+        checks.append(("4e9 flat pairs, exact <= 0.6 s", targets["flat big"] / 1e3, 0.6, "<="))
     if "ijb flat" in targets:
         checks += [("IJB-C size, flat scores, exact <= 1 ms", targets["ijb flat"], 1.0, "<="),
                    ("IJB-C size, from template features, exact <= 20 ms",

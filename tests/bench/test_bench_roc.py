@@ -119,7 +119,7 @@ def test_command_starts(tmp_path):
     commands name."""
     out = script("bench_roc.py", "--help", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for option in ("--quick", "--markdown", "--ifrt", "--only {matrix,pairs,scale}",
+    for option in ("--quick", "--markdown", "--ifrt", "--only {matrix,pairs,curve,scale}",
                    "--distributed"):
         assert option in out.stdout
 
