@@ -61,20 +61,6 @@ typedef struct {
 
 #define ROC_LOW_NONE UINT32_MAX /* a NaN's key: never a score's */
 
-/* The first of n ascending keys at or above `key`, else n. */
-static inline int64_t roc_first_key_at_least(const uint32_t *keys, int64_t n, uint32_t key)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Exact mode, nearest_sklearn: what a probing pass found of one gap (roc.h's
  * roc_eval_set_gap_keys): every key from `from` through `through` with a pair,
  * ascending, and its pairs. */

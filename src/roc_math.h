@@ -208,6 +208,20 @@ ROC_HD int64_t roc_int_at(const void *p, int dtype, int64_t t)
     }
 }
 
+/* The first of n ascending keys at or above `key`, else n. */
+ROC_HD int64_t roc_first_key_at_least(const uint32_t *keys, int64_t n, uint32_t key)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* scikit-learn's drop_intermediate: of the curve with a point at every
  * distinct score, a point (not the first or the last) stays where the step
  * into it, (imp, gen) new impostor and genuine pairs, differs from the step

@@ -20,7 +20,7 @@ namespace {
 
 /* Position t from the highest key down (key n_keys - 1 - t of the ascending
  * keys): its impostor and genuine pairs, the genuine ones the count of its
- * level (binary search of the ascending levels; 0 where it is none). A key
+ * level (found among the ascending levels; 0 where it is none). A key
  * with fewer pairs than its level's genuine ones is counted in *wrong. */
 __global__ void steps_kernel(const uint32_t *keys, const unsigned long long *counts,
                              int64_t n_keys, const uint32_t *levels,
@@ -32,14 +32,7 @@ __global__ void steps_kernel(const uint32_t *keys, const unsigned long long *cou
          t += int64_t(gridDim.x) * blockDim.x) {
         const int64_t i = n_keys - 1 - t;
         const uint32_t key = keys[i];
-        int64_t lo = 0, hi = n_levels;
-        while (lo < hi) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            if (levels[mid] < key)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        const int64_t lo = roc_first_key_at_least(levels, n_levels, key);
         const unsigned long long gen = lo < n_levels && levels[lo] == key ? level_counts[lo] : 0;
         const unsigned long long all = counts[i];
         if (all < gen)
