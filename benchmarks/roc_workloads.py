@@ -296,6 +296,17 @@ def workload_curve(timer, targets, quick):
             exact_ms = table.add("evaluate_pairs exact", timer(
                 lambda: roc.evaluate_pairs(genuine, score)), "bytes")
             targets["exact %.0e %g" % (n, positive)] = (exact_ms, sort_ms)
+            if positive == 0.001:
+                # float64 scores float32 cannot hold (each 1e-12 off a float32 value)
+                wide = score.double() + 1e-12 * torch.rand(n, device=score.device,
+                                                           dtype=torch.float64)
+                targets["float64 exact %.0e" % n] = (table.add(
+                    "evaluate_pairs exact, float64 scores", timer(
+                        lambda: roc.evaluate_pairs(genuine, wide)), "-"), exact_ms)
+                targets["float64 curve %.0e" % n] = (table.add(
+                    "roc_curve_pairs, float64 scores", timer(
+                        lambda: roc.roc_curve_pairs(genuine, wide), repeat=3), "-"), curve_ms)
+                del wide
             tables.append(table)
             del genuine, score
             torch.cuda.empty_cache()

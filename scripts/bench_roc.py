@@ -191,6 +191,12 @@ def main(argv=None):
     if args.ifrt and scale:
         checks.append(("IFRT size, hard, exact <= 70 s", targets["IFRT hard exact"] / 1e3,
                        70.0, "<="))
+    for key, (wide_ms, narrow_ms) in sorted(
+            (k, v) for k, v in targets.items() if k.startswith("float64 ")):
+        _, what, n = key.split()
+        checks.append(("float64 scores within 1.5x of float32, %s (%s pairs)" % (
+            "evaluate_pairs exact" if what == "exact" else "roc_curve_pairs", n),
+            wide_ms / narrow_ms, 1.5, "<="))
     if "flat big" in targets and not args.quick:
         checks.append(("4e9 flat pairs, exact <= 0.6 s", targets["flat big"] / 1e3, 0.6, "<="))
     if "ijb flat" in targets:
