@@ -53,7 +53,11 @@ class RankCount {
 
     /* A whole tile's half: float4 u of the thread is row row0_ + warp + 8u
      * (kThreads / 32 rows apart), columns col0_ .. + 3; every warp holds
-     * whole rows, so each row's best non-mate is the warp's. All counted. */
+     * whole rows, so each row's best non-mate is the warp's. All counted.
+     * The row's best so far is read first: scores below both it and the
+     * lowest mate key move nothing (not a count, not the best: a mate or an
+     * excluded pair below them is nothing either), so a float4 of them skips
+     * the labels, and a row whose warp beats nothing skips its reductions. */
     template <int kN> __device__ __forceinline__ uint32_t count_whole(const float4 (&v)[kN])
     {
 #pragma unroll 1
@@ -62,16 +66,27 @@ class RankCount {
             const float4 x = pick(v, u);
             const float s[4] = {x.x, x.y, x.z, x.w};
             const Row row = open_row(i);
+            const unsigned long long known = __ldcg(r_.best + i);
+            /* NaN is below nothing here: it goes on to be counted */
+            const float floor = roc_key_score(min(row.lowest, uint32_t(known >> 32)));
             uint32_t best = 0, best_col = 0xffffffffu;
+            if (!(s[0] < floor && s[1] < floor && s[2] < floor && s[3] < floor)) {
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const uint32_t key =
-                    count_nonmate(row, i, col0_ + c, col_label_[c], col_cam_[c], s[c]);
-                if (key > best) { /* columns ascending: the lowest of equals stays */
-                    best = key;
-                    best_col = (threadIdx.x % 32) * 4 + c;
+                for (int c = 0; c < 4; c++) {
+                    const uint32_t key =
+                        count_nonmate(row, i, col0_ + c, col_label_[c], col_cam_[c], s[c]);
+                    if (key > best) { /* columns ascending: the lowest of equals stays */
+                        best = key;
+                        best_col = (threadIdx.x % 32) * 4 + c;
+                    }
                 }
             }
+            const unsigned long long offer =
+                best ? (unsigned long long)best << 32 |
+                           (0xffffffffull - uint64_t(col0_ - (threadIdx.x % 32) * 4 + best_col))
+                     : 0;
+            if (!__any_sync(0xffffffffu, offer > known))
+                continue;
             const uint32_t top = warp_max(best);
             const uint32_t at = warp_min(best == top ? best_col : 0xffffffffu);
             if (threadIdx.x % 32 == 0 && top != 0)
