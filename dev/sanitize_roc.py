@@ -95,7 +95,7 @@ def far_rule_cases(generator):
     probing passes (exact passes with the probed keys as levels, thousands of
     them): scores on a thousandth's grid (runs of tied impostors), from a score
     matrix and as a list of pairs, and from features; roc_curve of every
-    point."""
+    point and of scikit-learn's kept points."""
     labels_q = torch.randint(0, 16, (60,), device="cuda", generator=generator)
     labels_g = torch.randint(0, 16, (90,), device="cuda", generator=generator)
     feat_q = torch.randn(60, 8, device="cuda", generator=generator)
@@ -109,9 +109,10 @@ def far_rule_cases(generator):
                             far_rule="nearest_sklearn"),
                roc.evaluate_pairs(genuine, score.ravel(), fars=fars, far_rule="nearest_sklearn")]
     assert all(report.passes > 1 for report in reports), "no probing pass ran"
-    roc.roc_curve(labels_q, labels_g, score=score, drop_intermediate=False)
-    roc.roc_curve_pairs(genuine, score.ravel(), drop_intermediate=False)
-    return 5
+    for drop_intermediate in (False, True):
+        roc.roc_curve(labels_q, labels_g, score=score, drop_intermediate=drop_intermediate)
+        roc.roc_curve_pairs(genuine, score.ravel(), drop_intermediate=drop_intermediate)
+    return 7
 
 
 def partition_cases(generator):
