@@ -319,8 +319,10 @@ def curve(counted, options):
     if gpu:
         torch = _ffi.torch
         zero = torch.zeros(1, dtype=torch.float64, device=keys.device)
-        fpr = torch.cat([zero, fps.double() / float(fps[-1])])
-        tpr = torch.cat([zero, tps.double() / float(tps[-1])])
+        # divided by a tensor: torch's CUDA division by a Python number
+        # multiplies by its reciprocal, an ulp from scikit-learn's quotient
+        fpr = torch.cat([zero, fps.double() / fps[-1:].double()])
+        tpr = torch.cat([zero, tps.double() / tps[-1:].double()])
         return fpr, tpr, torch.cat([zero + float("inf"), thresholds])
     fpr = np.r_[0.0, fps.astype(np.float64) / float(fps[-1])]
     tpr = np.r_[0.0, tps.astype(np.float64) / float(tps[-1])]
