@@ -155,8 +155,8 @@ def section(args, device, gemm_rate, tables, summary):
             "non-mate (fp32 scores of 10^8 pairs and more have a few such ties), they lie "
             "between its values with ties pessimistic and optimistic. The notes give each "
             "peer's mAP and rank-1 on its own scores (cuBLAS's sums, not one FMA chain a "
-            "pair). rank.evaluate's device memory is \"-\": RankReport does not report it, and "
-            "the evaluator allocates from its own CUDA pool, which torch's counters do not see.",
+            "pair). rank.evaluate's device memory is its report's device_bytes_peak: the "
+            "evaluator allocates from its own CUDA pool, which torch's counters do not see.",
             ""]
     for table in tables:
         body += [table.markdown(None, gemm_rate), ""]

@@ -18,6 +18,9 @@
  *                       (Q, G) float32 or features feat_q (Q, D) and feat_g
  *                       (G, D) float32, scored as roc_eval scores them (the
  *                       same bits); finds and scores every query's mates
+ *   roc_rank_set_mates  (a shard of the gallery, optional) before any rows:
+ *                       every query's mates over all the shards, whose keys this
+ *                       shard's non-mates are counted against
  *   roc_rank_add_rows   counts the non-mates of query rows [row_begin, row_end)
  *   roc_rank_counts     completes the counts and views them (roc_rank_view)
  *   roc_rank_summarize  CMC, AP, mINP, MAP@R, R-precision and TPIR at FPIR from
@@ -157,6 +160,17 @@ int roc_rank_create(roc_rank **out /* OUT */, const roc_rank_config *config,
                     const ext_tensor *cams_q, const ext_tensor *cams_g,
                     const ext_tensor *score, const ext_tensor *feat_q,
                     const ext_tensor *feat_g, void *stream);
+/* The gallery in shards (one process each, every process all the queries):
+ * each shard finds its own mates, the caller gathers them, and each shard's
+ * evaluator is given every query's mates of all shards (n_mated pairs: first
+ * (Q + 1) from 0 to n_mated, mate_key ascending within a query, then by
+ * mate_index, the index in the whole gallery), before any add_rows. Its
+ * non-mates are then counted against all of them: the shards' above, tied,
+ * n_nonmates and totals add up, and their best non-mates (offset to the whole
+ * gallery) give the queries' by the highest key, then the lowest index. The
+ * view's nan_mates stay the shard's own. */
+int roc_rank_set_mates(roc_rank *rank, const int64_t *first, const uint32_t *mate_key,
+                       const int64_t *mate_index, int64_t n_mated);
 int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end);
 /* The rows of the pass's tile on a device of `device_type`: add_rows steps of
  * whole multiples of it never compute a tile twice. */
@@ -166,6 +180,8 @@ int64_t roc_rank_row_tile(int32_t device_type);
 int roc_rank_counts(roc_rank *rank, roc_rank_view *out /* OUT */);
 int roc_rank_summarize(const roc_rank_view *counts, const roc_rank_summary_options *options,
                        const char *caller, roc_rank_summary **out /* OUT */);
+/* The evaluator's own device memory at its peak, in bytes (0 on the CPU). */
+int64_t roc_rank_device_bytes_peak(const roc_rank *rank);
 void roc_rank_free(roc_rank *rank);
 void roc_rank_summary_free(roc_rank_summary *summary);
 

@@ -357,6 +357,18 @@ int roc_rank_cpu_add_rows(roc_rank_cpu *b, roc_rank_view *view, int64_t row_begi
     return st;
 }
 
+/* The gaps for the view's new mate lists (a query's pairs still tell its own
+ * mates from its non-mates by label). */
+int roc_rank_cpu_set_mates(roc_rank_cpu *b, const roc_rank_view *view)
+{
+    uint64_t *gap = ext_calloc((size_t)(view->n_mated + b->src.n_query), sizeof *gap);
+    if (!gap)
+        return nomem(b, "the counts");
+    free(b->gap);
+    b->gap = gap;
+    return EXT_OK;
+}
+
 void roc_rank_cpu_finish(roc_rank_cpu *b, roc_rank_view *view)
 {
     roc_rank_gaps_to_counts(view, b->gap);

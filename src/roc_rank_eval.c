@@ -25,6 +25,7 @@ struct roc_rank {
     roc_rank_source src;
     roc_rank_view view;
     int broken;        /* an earlier step failed half-way: the counts are not whole */
+    int counting;      /* rows were counted: the mates are fixed */
     roc_rank_cpu *cpu;
 #ifdef EXT_WITH_CUDA
     roc_rank_cuda *cuda;
@@ -248,6 +249,7 @@ int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end)
         return st;
     if (row_begin == row_end || rank->src.n_gallery == 0)
         return EXT_OK;
+    rank->counting = 1;
 #ifdef EXT_WITH_CUDA
     if (rank->cuda)
         st = cuda_status(rank, roc_rank_cuda_add_rows(rank->cuda, &rank->view, row_begin,
@@ -255,6 +257,70 @@ int roc_rank_add_rows(roc_rank *rank, int64_t row_begin, int64_t row_end)
     else
 #endif
         st = roc_rank_cpu_add_rows(rank->cpu, &rank->view, row_begin, row_end);
+    if (st)
+        rank->broken = 1;
+    return st;
+}
+
+/* A copy of n elements of `size` bytes (one element where n is 0). */
+static void *copy_of(const void *from, int64_t n, size_t size)
+{
+    void *out = ext_malloc((size_t)(n ? n : 1) * size);
+    if (out && n)
+        memcpy(out, from, (size_t)n * size);
+    return out;
+}
+
+int roc_rank_set_mates(roc_rank *rank, const int64_t *first, const uint32_t *mate_key,
+                       const int64_t *mate_index, int64_t n_mated)
+{
+    const char *fn = rank->caller;
+    const int64_t Q = rank->src.n_query;
+    int st;
+    if ((st = check_usable(rank)))
+        return st;
+    if (rank->counting)
+        return ext_fail(EXT_ERR_VALUE, "%s: the mates are set before any rows are counted", fn);
+    if (n_mated < 0 || !first || (n_mated > 0 && (!mate_key || !mate_index)))
+        return ext_fail(EXT_ERR_VALUE, "%s: the mates lack an array", fn);
+    if ((st = roc_rank_check_mates(Q, n_mated, first, mate_key, fn)))
+        return st;
+    for (int64_t p = 0; p < n_mated; p++)
+        if (mate_index[p] < 0)
+            return ext_fail(EXT_ERR_VALUE, "%s: mated pair %lld has a negative gallery index",
+                            fn, (long long)p);
+    roc_rank_view *v = &rank->view;
+    int64_t *first_new = copy_of(first, Q + 1, sizeof *first);
+    uint32_t *key_new = copy_of(mate_key, n_mated, sizeof *mate_key);
+    int64_t *index_new = copy_of(mate_index, n_mated, sizeof *mate_index);
+    uint64_t *above_new = ext_calloc((size_t)(n_mated ? n_mated : 1), sizeof *above_new);
+    uint64_t *tied_new = ext_calloc((size_t)(n_mated ? n_mated : 1), sizeof *tied_new);
+    if (!first_new || !key_new || !index_new || !above_new || !tied_new) {
+        free(first_new);
+        free(key_new);
+        free(index_new);
+        free(above_new);
+        free(tied_new);
+        return ext_fail(EXT_ERR_NOMEM, "%s: cannot allocate %lld mated pairs", fn,
+                        (long long)n_mated);
+    }
+    free(v->first);
+    free(v->mate_key);
+    free(v->mate_index);
+    free(v->above);
+    free(v->tied);
+    v->first = first_new;
+    v->mate_key = key_new;
+    v->mate_index = index_new;
+    v->above = above_new;
+    v->tied = tied_new;
+    v->n_mated = n_mated;
+#ifdef EXT_WITH_CUDA
+    if (rank->cuda)
+        st = cuda_status(rank, roc_rank_cuda_set_mates(rank->cuda, v));
+    else
+#endif
+        st = roc_rank_cpu_set_mates(rank->cpu, v);
     if (st)
         rank->broken = 1;
     return st;
@@ -287,6 +353,16 @@ int roc_rank_counts(roc_rank *rank, roc_rank_view *out)
     return EXT_OK;
 }
 
+int64_t roc_rank_device_bytes_peak(const roc_rank *rank)
+{
+#ifdef EXT_WITH_CUDA
+    if (rank->cuda)
+        return roc_rank_cuda_peak_bytes(rank->cuda);
+#endif
+    (void)rank;
+    return 0;
+}
+
 void roc_rank_free(roc_rank *rank)
 {
     if (rank == NULL)
@@ -313,24 +389,7 @@ static int check_view(const roc_rank_view *v, const char *fn)
         (has_queries && (!v->best_key || !v->n_nonmates || !v->nan_mates)) ||
         (v->n_kept > 0 && !v->kept_keys))
         return ext_fail(EXT_ERR_VALUE, "%s: the counts lack an array", fn);
-    if (v->first[0] != 0 || v->first[v->n_query] != v->n_mated)
-        return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] must run from 0 to the %lld "
-                        "mated pairs", fn, (long long)v->n_mated);
-    for (int64_t i = 0; i < v->n_query; i++)
-        if (v->first[i + 1] < v->first[i])
-            return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] decreases at query %lld", fn,
-                            (long long)i);
-    for (int64_t i = 0; i < v->n_query; i++) {
-        for (int64_t p = v->first[i] + 1; p < v->first[i + 1]; p++)
-            if (v->mate_key[p] < v->mate_key[p - 1])
-                return ext_fail(EXT_ERR_VALUE, "%s: the mate keys of query %lld are not "
-                                "ascending", fn, (long long)i);
-    }
-    for (int64_t p = 0; p < v->n_mated; p++)
-        if (v->mate_key[p] == ROC_NO_KEY)
-            return ext_fail(EXT_ERR_VALUE, "%s: mated pair %lld has no score key", fn,
-                            (long long)p);
-    return EXT_OK;
+    return roc_rank_check_mates(v->n_query, v->n_mated, v->first, v->mate_key, fn);
 }
 
 static int check_options(const roc_rank_summary_options *o, const char *fn)

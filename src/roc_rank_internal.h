@@ -13,6 +13,10 @@
  *             rest of the view allocated by roc_rank_view_alloc and left as it
  *             leaves them (zero counts, best_key 0, best_index -1, topk_index
  *             -1, topk_score NaN)
+ *   set_mates (before add_rows) takes the view's new mate lists (every
+ *             gallery shard's mates, roc_rank_set_mates): its counters sized
+ *             and keyed for them; a query's own mates (those create found,
+ *             which its pairs hold) stay what its non-mates are told from
  *   add_rows  counts the non-mates of query rows [begin, end) (each row once
  *             over the calls): per mated pair, non-mates above and tied; per
  *             query, best non-mate (key, lowest index of equals), n_nonmates;
@@ -88,6 +92,10 @@ int roc_rank_mates_adopt(const roc_rank_source *s, const roc_rank_candidates *c,
  * tied (on the first mate of each run of equal keys) into above and tied by
  * mated pair. */
 void roc_rank_gaps_to_counts(roc_rank_view *view, const uint64_t *gap);
+/* Q queries' mate lists (first, Q + 1, from 0 to n_mated; keys ascending
+ * within a query, none ROC_NO_KEY) checked, naming `fn`. */
+int roc_rank_check_mates(int64_t n_query, int64_t n_mated, const int64_t *first,
+                         const uint32_t *mate_key, const char *fn);
 
 typedef struct roc_rank_cpu roc_rank_cpu;
 
@@ -96,6 +104,7 @@ int roc_rank_cpu_create(roc_rank_cpu **out, const roc_rank_source *src, const ch
                         roc_rank_view *view /* OUT */);
 int roc_rank_cpu_add_rows(roc_rank_cpu *backend, roc_rank_view *view, int64_t begin,
                           int64_t end);
+int roc_rank_cpu_set_mates(roc_rank_cpu *backend, const roc_rank_view *view);
 void roc_rank_cpu_finish(roc_rank_cpu *backend, roc_rank_view *view);
 void roc_rank_cpu_free(roc_rank_cpu *backend);
 

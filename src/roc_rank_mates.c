@@ -202,3 +202,26 @@ void roc_rank_gaps_to_counts(roc_rank_view *view, const uint64_t *gap)
         }
     }
 }
+
+int roc_rank_check_mates(int64_t n_query, int64_t n_mated, const int64_t *first,
+                         const uint32_t *mate_key, const char *fn)
+{
+    if (first[0] != 0 || first[n_query] != n_mated)
+        return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] must run from 0 to the %lld "
+                        "mated pairs", fn, (long long)n_mated);
+    for (int64_t i = 0; i < n_query; i++)
+        if (first[i + 1] < first[i])
+            return ext_fail(EXT_ERR_VALUE, "%s: the counts' first[] decreases at query %lld", fn,
+                            (long long)i);
+    for (int64_t i = 0; i < n_query; i++) {
+        for (int64_t p = first[i] + 1; p < first[i + 1]; p++)
+            if (mate_key[p] < mate_key[p - 1])
+                return ext_fail(EXT_ERR_VALUE, "%s: the mate keys of query %lld are not "
+                                "ascending", fn, (long long)i);
+    }
+    for (int64_t p = 0; p < n_mated; p++)
+        if (mate_key[p] == ROC_NO_KEY)
+            return ext_fail(EXT_ERR_VALUE, "%s: mated pair %lld has no score key", fn,
+                            (long long)p);
+    return EXT_OK;
+}

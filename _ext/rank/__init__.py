@@ -16,9 +16,10 @@
 Every metric follows from counts kept per query: for each mated pair, the
 non-mates scoring above and tied with it; for each query, its best non-mate.
 No Q x G matrix and no sort: memory O(mated pairs + queries), the scores the
-same fp32 bits as roc.evaluate's. The CPU computes it for now; the GPU path
-(the same counts over the GPU evaluator's tile product) is to come. The
-counts live in _ext.roc's cffi module (src/roc_rank*.c).
+same fp32 bits as roc.evaluate's, counted on the CPU (C + OpenMP) or the GPU
+(over the ROC evaluator's tile product); across processes, the queries or the
+gallery in shards (group=, shard=). The counts live in _ext.roc's cffi module
+(src/roc_rank*.c).
 """
 
 from ._evaluate import DEFAULT_FPIRS, evaluate  # noqa: E402

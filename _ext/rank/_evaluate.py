@@ -16,13 +16,15 @@ import numpy as np
 
 from .. import _ffi
 from ..roc import _distributed
-from ..roc._evaluate import _check_shard_labels, _numpy
-from ..roc._inputs import (SIMILARITIES, _equal_flags, _host, choice, comparable_labels,
-                           far_targets, float32_scores, label_array, parse_device, positive_int,
-                           progress_callback, require_one_source, require_score_dtype,
-                           to_device)
+from ..roc._evaluate import _check_shard_labels
+from ..roc._inputs import (SIMILARITIES, _equal_flags, _host, boolean, choice,
+                           comparable_labels, far_targets, float32_scores, label_array,
+                           parse_device, positive_int, progress_callback, require_one_source,
+                           require_score_dtype, to_device)
 from ..roc._roc import ffi, lib
 from ._report import report_from_summary
+from ._shards import combined_gallery_shards, gallery_offsets, gathered_arrays, shared_mates
+from ._view import view_arrays, view_of
 
 TIES_CODES = {"expected": lib.ROC_TIES_EXPECTED, "pessimistic": lib.ROC_TIES_PESSIMISTIC,
               "optimistic": lib.ROC_TIES_OPTIMISTIC}
@@ -32,6 +34,7 @@ FPIR_RULE_CODES = {"nist": lib.ROC_FPIR_NIST, "insightface_ijb": lib.ROC_FPIR_IN
                    "insightface_studio": lib.ROC_FPIR_INSIGHTFACE_STUDIO}
 SIMILARITY_CODES = {"cosine": lib.ROC_COSINE, "dot": lib.ROC_DOT}
 DEFAULT_FPIRS = (1e-4, 1e-3, 1e-2, 1e-1)
+SHARDS = ("queries", "gallery")
 MAX_TOPK = 100
 MAX_RANK = 1 << 31
 # pairs per add_rows step, by whether the count is on the GPU: neither
@@ -55,18 +58,13 @@ def _junk_label(fn, junk):
     return int(junk)
 
 
-def _flag(fn, name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError("%s: %s must be True or False, got %r" % (fn, name, value))
-    return bool(value)
-
-
 class Options:
     """evaluate()'s options, checked once."""
 
     def __init__(self, fn, ties, max_rank, fpirs, fpir_rule, ap, topk, per_query, junk,
-                 same_set, similarity, chunk, progress):
+                 same_set, similarity, chunk, progress, shard):
         self.fn = fn
+        self.shard = choice(fn, "shard", shard, SHARDS)
         self.ties = choice(fn, "ties", ties, tuple(TIES_CODES))
         self.max_rank = positive_int(fn, "max_rank", max_rank, MAX_RANK)
         self.fpirs = far_targets(fn, fpirs, "fpirs")
@@ -78,9 +76,9 @@ class Options:
         if not 0 <= topk <= MAX_TOPK:
             raise ValueError("%s: topk must lie in [0, %d], got %d" % (fn, MAX_TOPK, topk))
         self.topk = int(topk)
-        self.per_query = _flag(fn, "per_query", per_query)
+        self.per_query = boolean(fn, "per_query", per_query)
         self.junk = _junk_label(fn, junk)
-        self.same_set = _flag(fn, "same_set", same_set)
+        self.same_set = boolean(fn, "same_set", same_set)
         self.similarity = choice(fn, "similarity", similarity, SIMILARITIES)
         self.chunk = None if chunk is None else positive_int(fn, "chunk", chunk)
         self.progress = progress_callback(fn, progress)
@@ -90,7 +88,7 @@ class Options:
         return {"ties": self.ties, "max_rank": self.max_rank, "fpirs": self.fpirs,
                 "fpir_rule": self.fpir_rule, "ap": self.ap, "topk": self.topk,
                 "per_query": self.per_query, "junk": self.junk, "same_set": self.same_set,
-                "similarity": self.similarity}
+                "similarity": self.similarity, "shard": self.shard}
 
     def summary_options(self):
         """The C summary's options (with the array they point into)."""
@@ -114,49 +112,6 @@ class Options:
 # ---------------------------------------------------------------------------
 # one C evaluator and its counts
 
-# the view's arrays: (name, dtype, length: "query", "query+1", "pair", "top", "kept", 2)
-VIEW_ARRAYS = (("first", np.int64, "query+1"), ("mate_key", np.uint32, "pair"),
-               ("mate_index", np.int64, "pair"), ("above", np.uint64, "pair"),
-               ("tied", np.uint64, "pair"), ("best_key", np.uint32, "query"),
-               ("best_index", np.int64, "query"), ("n_nonmates", np.uint64, "query"),
-               ("nan_mates", np.uint64, "query"), ("topk_index", np.int64, "top"),
-               ("topk_score", np.float32, "top"), ("kept_keys", np.uint32, "kept"),
-               ("totals", np.uint64, 2))
-DTYPES = {name: dtype for name, dtype, _ in VIEW_ARRAYS}
-C_TYPES = {np.int64: "int64_t[]", np.uint32: "uint32_t[]", np.uint64: "uint64_t[]",
-           np.float32: "float[]"}
-
-
-def _length(view, kind):
-    return {"query": view.n_query, "query+1": view.n_query + 1, "pair": view.n_mated,
-            "top": view.n_query * view.topk, "kept": view.n_kept}.get(kind, kind)
-
-
-def view_arrays(view):
-    """The counts of a C roc_rank_view as NumPy views of its arrays (no copy),
-    with topk."""
-    out = {name: _numpy(getattr(view, name), _length(view, kind), dtype)
-           for name, dtype, kind in VIEW_ARRAYS}
-    out["topk"] = int(view.topk)
-    return out
-
-
-def view_of(arrays):
-    """A C roc_rank_view over `arrays` (view_arrays' layout), and what keeps
-    its buffers alive."""
-    view = ffi.new("roc_rank_view *")
-    keep = []
-    for name, dtype, _ in VIEW_ARRAYS:
-        array = np.ascontiguousarray(arrays[name], dtype)
-        keep.append(array)
-        setattr(view, name, ffi.from_buffer(C_TYPES[dtype], array) if array.size else ffi.NULL)
-    view.n_query = len(arrays["first"]) - 1
-    view.n_mated = len(arrays["mate_key"])
-    view.topk = arrays["topk"]
-    view.n_kept = len(arrays["kept_keys"])
-    return view, keep
-
-
 class RankEvaluation:
     """A C rank count (roc_rank.h) and the arrays it reads, kept alive as long as it."""
 
@@ -164,6 +119,16 @@ class RankEvaluation:
         self.handle = ffi.gc(handle, lib.roc_rank_free)
         self.keep = keep
         self.n_rows = n_rows
+
+    def set_mates(self, first, mate_key, mate_index):
+        """Every query's mates over all the gallery's shards (roc_rank_set_mates)."""
+        arrays = [np.ascontiguousarray(first, np.int64), np.ascontiguousarray(mate_key, np.uint32),
+                  np.ascontiguousarray(mate_index, np.int64)]
+        self.keep = (self.keep, arrays)
+        _ffi.check(ffi, lib, lib.roc_rank_set_mates(
+            self.handle, ffi.from_buffer("int64_t[]", arrays[0]),
+            ffi.from_buffer("uint32_t[]", arrays[1]), ffi.from_buffer("int64_t[]", arrays[2]),
+            len(arrays[1])))
 
     def add_rows(self, begin, end):
         _ffi.check(ffi, lib, lib.roc_rank_add_rows(self.handle, begin, end))
@@ -180,44 +145,6 @@ def summarize(fn, view, options):
     out = ffi.new("roc_rank_summary **")
     _ffi.check(ffi, lib, lib.roc_rank_summarize(view, c_options, fn.encode(), out))
     return ffi.gc(out[0], lib.roc_rank_summary_free)
-
-
-# ---------------------------------------------------------------------------
-# across processes: every rank's counts, concatenated in rank order
-
-def _as_int64(array):
-    if array.dtype == np.uint64:
-        return array.view(np.int64)
-    if array.dtype == np.float32:
-        return array.view(np.uint32).astype(np.int64)
-    return array.astype(np.int64)
-
-
-def _from_int64(array, dtype):
-    if dtype == np.uint64:
-        return array.view(np.uint64)
-    if dtype == np.float32:
-        return array.astype(np.uint32).view(np.float32)
-    return array.astype(dtype)
-
-
-def gathered_arrays(session, arrays):
-    """Every rank's counts (view_arrays' layout), concatenated in rank order:
-    those of one process over all the ranks' queries. Collective."""
-    if session.world_size == 1:
-        return arrays
-    local = dict(arrays, mates=np.diff(arrays["first"]))
-    groups = (("mates", "best_key", "best_index", "n_nonmates", "nan_mates"),
-              ("mate_key", "mate_index", "above", "tied"), ("topk_index", "topk_score"),
-              ("kept_keys",), ("totals",))
-    out = {"topk": arrays["topk"]}
-    for names in groups:
-        parts = session.gather([_as_int64(local[name]) for name in names])
-        for name, ranks in zip(names, parts):
-            out[name] = _from_int64(np.concatenate(ranks), DTYPES.get(name, np.int64))
-    out["first"] = np.concatenate([[0], np.cumsum(out.pop("mates"))]).astype(np.int64)
-    out["totals"] = out["totals"].reshape(-1, 2).sum(axis=0, dtype=np.uint64)
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -242,6 +169,9 @@ def _prepare(fn, options, labels_q, labels_g, score, feat_q, feat_g, cams_q, cam
     if score is not None:
         require_score_dtype(fn, "score", score)
     same_set = options.same_set
+    if same_set and options.shard == "gallery":
+        raise ValueError("%s: same_set=True shards the set's rows (shard=\"queries\"); "
+                         "shard=\"gallery\" takes two sets" % fn)
     if same_set and not grouped:
         # one process: the queries are the whole set
         if score is not None and (len(score.shape) != 2 or score.shape[0] != score.shape[1]):
@@ -292,6 +222,7 @@ def _prepare(fn, options, labels_q, labels_g, score, feat_q, feat_g, cams_q, cam
             "cameras": cams_q is not None,
             "score_dtype": str(getattr(score if score is not None else feat_q, "dtype", "")),
             "options": options.signature(), "same_set": same_set,
+            "gallery_shard": options.shard == "gallery",
             "has_junk": has_junk, "junk": junk,
             "arrays": {"labels_q": comparable_q, "labels_g": comparable_g, "cams_q": cams_q,
                        "cams_g": cams_g, "score": score, "feat_q": feat_q, "feat_g": feat_g}}
@@ -311,7 +242,9 @@ def _create(fn, options, session, setup, infos, held):
     config.has_junk = setup["has_junk"]
     config.junk = setup["junk"]
     config.topk = options.topk
-    config.keep_nonmated = options.kept_nonmated(sum(info["n_query"] for info in infos))
+    n_queries = setup["n_query"] if options.shard == "gallery" else sum(
+        info["n_query"] for info in infos)
+    config.keep_nonmated = options.kept_nonmated(n_queries)
     args = [_ffi.describe(ffi, fn, name, held[name]) if held[name] is not None else ffi.NULL
             for name in ("labels_q", "labels_g", "cams_q", "cams_g", "score", "feat_q",
                          "feat_g")]
@@ -345,7 +278,7 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
              cams_g=None, same_set=False, junk=-1, ties="expected", max_rank=50,
              fpirs=DEFAULT_FPIRS, fpir_rule="nist", ap="noninterpolated", topk=0,
              per_query=False, similarity="cosine", device=None, chunk=None, progress=None,
-             group=None):
+             group=None, shard="queries"):
     """1:N identification and re-ID ranking of every query against the gallery:
     CMC, mAP, mINP, MAP@R, R-precision and TPIR at FPIR, exact, from per-query
     counts (never the Q x G matrix, never a sort).
@@ -402,6 +335,14 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
                                    set, in rank order), the gallery is whole; every
                                    rank returns the report of all the queries,
                                    count for count one process's
+    shard                          with group: "queries" (default, as above) or
+                                   "gallery": every rank passes all the queries
+                                   (labels_q, feat_q or its score columns, cams_q)
+                                   and its own consecutive part of the gallery
+                                   (labels_g, feat_g, cams_g; score (Q, its G)),
+                                   the parts in rank order making the whole; gallery
+                                   indices (best non-mates, top k, per_query) are
+                                   the whole gallery's. Not with same_set
 
     Closed-set metrics (CMC, mAP, mINP, MAP@R, R-precision) average over the
     queries with a scored mate; the others are skipped and counted
@@ -412,7 +353,7 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
     fn = "evaluate"
     options = _distributed.checked(fn, group, lambda: Options(
         fn, ties, max_rank, fpirs, fpir_rule, ap, topk, per_query, junk, same_set, similarity,
-        chunk, progress))
+        chunk, progress, shard))
     session = _distributed.session(fn, group)
     held = {}
 
@@ -427,13 +368,29 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
     if any(info["cameras"] != setup["cameras"] for info in infos):
         raise ValueError("%s: the ranks disagree on the cameras: give cams_q and cams_g on "
                          "every rank or on none" % fn)
+    gallery_shards = options.shard == "gallery"
+    if gallery_shards and any(info["n_query"] != setup["n_query"] for info in infos):
+        raise ValueError("%s: shard=\"gallery\": every rank passes all the queries, but the "
+                         "ranks hold %s" % (fn, [info["n_query"] for info in infos]))
     evaluation = session.step(lambda: _create(fn, options, session, setup, infos, held))
-    total_pairs = sum(info["n_query"] for info in infos) * setup["n_gallery"]
+    if gallery_shards:
+        offset = gallery_offsets(infos)[session.rank]
+        mates = shared_mates(session, session.step(lambda: view_arrays(evaluation.view())),
+                             offset)
+        session.step(lambda: evaluation.set_mates(*mates))
+        total_pairs = setup["n_query"] * gallery_offsets(infos)[-1]
+    else:
+        total_pairs = sum(info["n_query"] for info in infos) * setup["n_gallery"]
     session.step(lambda: _count(evaluation, options, session, setup, total_pairs))
     own = session.step(lambda: view_arrays(evaluation.view()))
-    counts = gathered_arrays(session, own)
+    if gallery_shards:
+        counts = combined_gallery_shards(session, own, offset, options.kept_nonmated(
+            setup["n_query"]))
+    else:
+        counts = gathered_arrays(session, own)
     view, keep = session.step(lambda: view_of(counts))
     summary = session.step(lambda: summarize(fn, view, options))
     report = report_from_summary(summary, counts, options)
+    report.device_bytes_peak = int(lib.roc_rank_device_bytes_peak(evaluation.handle))
     report.communication = session.communication
     return report

@@ -54,6 +54,8 @@ class RankReport:
                            ties by index (-1 and NaN past the entries there are);
                            else None
     ties, ap, fpir_rule, max_rank
+    device_bytes_peak      the evaluator's own device memory at its peak (this
+                           process's; 0 on the CPU), beyond the inputs and torch's
     communication          with a group: bytes this rank sent in the collectives,
                            their wall time and the world size; None for one process
     """
@@ -108,7 +110,7 @@ class RankReport:
             "n_skipped": self.n_skipped, "n_mated_pairs": self.n_mated_pairs,
             "n_nonmated_pairs": self.n_nonmated_pairs, "n_nan": self.n_nan,
             "ties": self.ties, "ap": self.ap, "fpir_rule": self.fpir_rule,
-            "max_rank": self.max_rank,
+            "max_rank": self.max_rank, "device_bytes_peak": self.device_bytes_peak,
         }
 
     def save_json(self, path):
@@ -165,4 +167,4 @@ def report_from_summary(summary, counts, options):
         n_skipped=int(s.n_skipped), n_mated_pairs=P,
         n_nonmated_pairs=int(s.n_nonmated_pairs), n_nan=int(s.n_nan), per_query=per_query,
         topk=topk, ties=options.ties, ap=options.ap, fpir_rule=options.fpir_rule,
-        max_rank=options.max_rank, communication=None)
+        max_rank=options.max_rank, device_bytes_peak=0, communication=None)

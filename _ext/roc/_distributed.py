@@ -226,7 +226,8 @@ class GroupSession:
             """The options first (a rank's own choices explain the rest), then the inputs."""
             items = {"option " + k: v for k, v in (info.get("options") or {}).items()}
             items.update((key, info.get(key)) for key, _ in AGREED
-                         if key != "options" and not (key == "n_gallery" and "n_pairs" in info))
+                         if key != "options" and not (key == "n_gallery" and (
+                             "n_pairs" in info or info.get("gallery_shard"))))
             return items
         names = dict(AGREED)
         first = flat(infos[0])

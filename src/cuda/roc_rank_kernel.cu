@@ -37,6 +37,7 @@ struct roc_rank_cuda {
     Buffer<unsigned long long> counters;
     int64_t n_mated = 0;
     std::vector<int64_t> counted; /* by query: the pairs the protocol keeps */
+    std::vector<int64_t> own;     /* by query: its mates here (scored or NaN), of those */
     std::vector<uint8_t> done;    /* by query: its row counted */
 
     explicit roc_rank_cuda(const roc_rank_source &s)
@@ -156,6 +157,8 @@ done:
     return err;
 }
 
+cudaError_t set_mates(roc_rank_cuda *b, const roc_rank_view *view);
+
 cudaError_t create(roc_rank_cuda *b, const char *caller, roc_rank_view *view)
 {
     const roc_rank_source &s = b->src;
@@ -166,8 +169,7 @@ cudaError_t create(roc_rank_cuda *b, const char *caller, roc_rank_view *view)
                                    s.n_gallery, s.dim, s.similarity, 0,
                                    gallery_chunk_bytes(b->tuning)));
     EXT_CUDA_TRY(find_mates(b, caller, view));
-    const int64_t Q = s.n_query, P = view->n_mated;
-    b->n_mated = P;
+    const int64_t Q = s.n_query;
     b->done.assign(size_t(Q), 0);
     EXT_CUDA_TRY(widened(s.labels_q, s.label_dtype, Q, b->labels_q, stream));
     EXT_CUDA_TRY(widened(s.labels_g, s.label_dtype, s.n_gallery, b->labels_g, stream));
@@ -175,6 +177,19 @@ cudaError_t create(roc_rank_cuda *b, const char *caller, roc_rank_view *view)
         EXT_CUDA_TRY(widened(s.cams_q, s.cam_dtype, Q, b->cams_q, stream));
         EXT_CUDA_TRY(widened(s.cams_g, s.cam_dtype, s.n_gallery, b->cams_g, stream));
     }
+    b->own.resize(size_t(Q));
+    for (int64_t i = 0; i < Q; i++)
+        b->own[i] = view->first[i + 1] - view->first[i] + int64_t(view->nan_mates[i]);
+    return set_mates(b, view);
+}
+
+/* The view's mate lists on the device (each query's keys, its lowest) and
+ * counters for them, zeroed. */
+cudaError_t set_mates(roc_rank_cuda *b, const roc_rank_view *view)
+{
+    const int64_t Q = b->src.n_query, P = view->n_mated;
+    cudaStream_t stream = b->arena.stream();
+    b->n_mated = P;
     std::vector<uint32_t> lowest(static_cast<size_t>(Q));
     for (int64_t i = 0; i < Q; i++)
         lowest[i] = view->first[i + 1] > view->first[i] ? view->mate_key[view->first[i]]
@@ -186,7 +201,7 @@ cudaError_t create(roc_rank_cuda *b, const char *caller, roc_rank_view *view)
     EXT_CUDA_TRY(b->counters.allocate(std::max<size_t>(words, 1)));
     EXT_CUDA_TRY(cudaMemsetAsync(b->counters.get(), 0, words * sizeof(unsigned long long),
                                  stream));
-    /* the host arrays are copied before create returns */
+    /* the host arrays are copied before this returns */
     return cudaStreamSynchronize(stream);
 }
 
@@ -271,8 +286,7 @@ cudaError_t finish(roc_rank_cuda *b, roc_rank_view *view)
     for (int64_t i = 0; i < Q; i++) {
         view->best_key[i] = uint32_t(best[i] >> 32);
         view->best_index[i] = best[i] ? int64_t(0xffffffffull - (best[i] & 0xffffffffull)) : -1;
-        const uint64_t mates = uint64_t(view->first[i + 1] - view->first[i]) + view->nan_mates[i];
-        view->n_nonmates[i] = b->done[i] ? uint64_t(b->counted[i]) - mates - nan[i] : 0;
+        view->n_nonmates[i] = b->done[i] ? uint64_t(b->counted[i] - b->own[i]) - nan[i] : 0;
         n_nan += nan[i];
     }
     view->totals[1] = n_nan;
@@ -314,11 +328,23 @@ extern "C" int roc_rank_cuda_add_rows(roc_rank_cuda *b, roc_rank_view *view, int
     return cudaSuccess;
 }
 
+extern "C" int roc_rank_cuda_set_mates(roc_rank_cuda *b, const roc_rank_view *view)
+{
+    ExtDeviceGuard guard(b->src.device);
+    EXT_CUDA_TRY(guard.error());
+    return set_mates(b, view);
+}
+
 extern "C" int roc_rank_cuda_finish(roc_rank_cuda *b, roc_rank_view *view)
 {
     ExtDeviceGuard guard(b->src.device);
     EXT_CUDA_TRY(guard.error());
     return finish(b, view);
+}
+
+extern "C" int64_t roc_rank_cuda_peak_bytes(const roc_rank_cuda *b)
+{
+    return b->arena.peak_bytes();
 }
 
 extern "C" void roc_rank_cuda_free(roc_rank_cuda *b)

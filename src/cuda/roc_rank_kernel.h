@@ -20,7 +20,9 @@ int roc_rank_cuda_create(roc_rank_cuda **out, const roc_rank_source *src, const 
                          roc_rank_view *view /* OUT */);
 int roc_rank_cuda_add_rows(roc_rank_cuda *backend, roc_rank_view *view, int64_t begin,
                            int64_t end);
+int roc_rank_cuda_set_mates(roc_rank_cuda *backend, const roc_rank_view *view);
 int roc_rank_cuda_finish(roc_rank_cuda *backend, roc_rank_view *view);
+int64_t roc_rank_cuda_peak_bytes(const roc_rank_cuda *backend);
 void roc_rank_cuda_free(roc_rank_cuda *backend);
 
 #ifdef __cplusplus

@@ -1,8 +1,15 @@
 """rank.evaluate across processes (torch.distributed, gloo, 2 ranks): each rank
-counts its shard of the queries, and every rank reports what one process
-does on all of them, count for count (per-query arrays and top-k included)."""
+counts its shard of the queries (or, shard="gallery", every query against its
+shard of the gallery), and every rank reports what one process does on all of
+them, count for count (per-query arrays and top-k included)."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
+import pytest
+import torch
 import torch.distributed as dist
 from distributed_common import launch
 
@@ -59,14 +66,19 @@ SCENARIOS = {
 }
 
 
-def run(d, name, a, b, group):
+def run(d, name, a, b, group, gallery=False):
+    """Scenario `name` on queries [a, b) against the gallery, or (gallery) on
+    every query against gallery entries [a, b)."""
     kwargs = dict(SCENARIOS[name])
     source, cams = kwargs.pop("source"), kwargs.pop("cams", False)
-    inputs = (dict(feat_q=d["feat_q"][a:b], feat_g=d["feat_g"]) if source == "features"
-              else dict(score=d["score"][a:b]))
+    q, g = (slice(None), slice(a, b)) if gallery else (slice(a, b), slice(None))
+    inputs = (dict(feat_q=d["feat_q"][q], feat_g=d["feat_g"][g]) if source == "features"
+              else dict(score=np.ascontiguousarray(d["score"][q][:, g])))
     if cams:
-        inputs.update(cams_q=d["cams_q"][a:b], cams_g=d["cams_g"])
-    return rank.evaluate(d["labels_q"][a:b], d["labels_g"], per_query=True, group=group,
+        inputs.update(cams_q=d["cams_q"][q], cams_g=d["cams_g"][g])
+    if gallery:
+        kwargs["shard"] = "gallery"
+    return rank.evaluate(d["labels_q"][q], d["labels_g"][g], per_query=True, group=group,
                          **inputs, **kwargs)
 
 
@@ -78,6 +90,9 @@ def scenarios(rank_, world):
         a, b = shard(103, world, rank_, uneven)
         for name in SCENARIOS:
             out[(name, uneven)] = summary(run(d, name, a, b, group))
+        a, b = shard(71, world, rank_, uneven)
+        for name in SCENARIOS:
+            out[(name, uneven, "gallery")] = summary(run(d, name, a, b, group, gallery=True))
     a, b = _shard(97, rank_, world, False)
     out["same_set"] = summary(rank.evaluate(
         d["set_labels"][a:b], d["set_labels"], feat_q=d["set_feat"][a:b], feat_g=d["set_feat"],
@@ -85,7 +100,8 @@ def scenarios(rank_, world):
     # disagreements: every rank raises the same error
     for key, kwargs in (("topk", dict(topk=rank_)),
                         ("cameras", dict(cams_q=d["cams_q"][a:b], cams_g=d["cams_g"])
-                         if rank_ else {})):
+                         if rank_ else {}),
+                        ("gallery shards", dict(shard="gallery"))):
         try:
             rank.evaluate(d["labels_q"][a:b], d["labels_g"], score=d["score"][a:b], group=group,
                           **kwargs)
@@ -103,10 +119,29 @@ def test_every_rank_reports_what_one_process_does():
         for rank_, result in results.items():
             for uneven in (False, True):
                 assert result[(name, uneven)] == want, (rank_, name, uneven)
+                assert result[(name, uneven, "gallery")] == want, (rank_, name, uneven, "gallery")
     want = summary(rank.evaluate(d["set_labels"], feat_q=d["set_feat"], same_set=True,
                                  per_query=True, topk=3))
     for rank_, result in results.items():
         assert result["same_set"] == want, rank_
         assert "evaluate: the ranks disagree on the option topk" in result["topk"]
         assert "evaluate: the ranks disagree on the cameras" in result["cameras"]
+        assert ('evaluate: shard="gallery": every rank passes all the queries, but the ranks '
+                'hold [48, 49]') in result["gallery shards"]
     assert results[0]["topk"] == results[1]["topk"]
+
+
+# ---------------------------------------------------------------------------
+# the 2-GPU machine: NCCL
+
+NCCL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl_rank.py")
+
+
+@pytest.mark.gpu
+def test_nccl_ranks_equal_one_gpu():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                          NCCL_SCRIPT], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "nccl rank: ok" in run.stdout

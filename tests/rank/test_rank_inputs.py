@@ -94,6 +94,8 @@ def test_same_set_defaults_and_checks(rng):
         rank.evaluate(labels, feat_q=feat, feat_g=feat.copy(), same_set=True)
     with pytest.raises(ValueError, match="evaluate: same_set needs one set: score"):
         rank.evaluate(labels, score=np.zeros((20, 21), np.float32), same_set=True)
+    with pytest.raises(ValueError, match="evaluate: same_set=True shards the set's rows"):
+        rank.evaluate(labels, feat_q=feat, same_set=True, shard="gallery")
 
 
 def test_progress_reaches_the_total(rng):
@@ -178,6 +180,7 @@ BAD = [
     (dict(junk=1.5), ValueError, "evaluate: junk must be an integer label or None"),
     (dict(junk="x"), TypeError, "evaluate: junk must be an integer label or None"),
     (dict(similarity="l2"), ValueError, "evaluate: similarity must be one of"),
+    (dict(shard="rows"), ValueError, "evaluate: shard must be one of"),
     (dict(progress=3), TypeError, "evaluate: progress must be callable"),
     (dict(chunk=0), ValueError, "evaluate: chunk must be a positive integer"),
     (dict(device="tpu"), ValueError, "evaluate: device must be 'cpu', 'cuda' or 'cuda:N'"),
@@ -308,12 +311,53 @@ def test_c_rows_out_of_range_and_broken_evaluations():
         _ffi.check(ffi, lib, lib.roc_rank_counts(handle, view))
 
 
+def test_c_set_mates_counts_against_every_shards_mates_and_checks_them():
+    """roc_rank_set_mates (shard="gallery"): the non-mates here counted
+    against mates given from elsewhere; the lists checked, and only before
+    any rows."""
+    labels_q, labels_g = np.array([0, 1], np.int64), np.array([0, 5, 6, 7], np.int64)
+    score = np.array([[0.9, 0.1, 0.5, 0.7], [0.2, 0.3, 0.4, 0.6]], np.float32)
+    handle = c_create(labels_q=labels_q, labels_g=labels_g, score=score)
+    keys = [int(roc_math_key(x)) for x in (0.45, 0.9, 0.35)]
+    first = np.array([0, 2, 3], np.int64)
+    mate_key = np.array(keys, np.uint32)
+    mate_index = np.array([10, 0, 11], np.int64)
+
+    def set_mates(first=first, mate_key=mate_key, mate_index=mate_index):
+        _ffi.check(ffi, lib, lib.roc_rank_set_mates(
+            handle, ffi.from_buffer("int64_t[]", first), ffi.from_buffer("uint32_t[]", mate_key),
+            ffi.from_buffer("int64_t[]", mate_index), len(mate_key)))
+
+    for bad, message in ((dict(first=np.array([1, 2, 3])), "first\\[\\] must run from 0"),
+                         (dict(mate_key=mate_key[[1, 0, 2]]), "query 0 are not ascending"),
+                         (dict(mate_index=np.array([10, -1, 11])),
+                          "mated pair 1 has a negative gallery index")):
+        with pytest.raises(ValueError, match="rank: (the counts' |the mate keys of |)" + message):
+            set_mates(**bad)
+    set_mates()
+    _ffi.check(ffi, lib, lib.roc_rank_add_rows(handle, 0, 2))
+    view = ffi.new("roc_rank_view *")
+    _ffi.check(ffi, lib, lib.roc_rank_counts(handle, view))
+    # query 0's non-mates 0.1, 0.5, 0.7 against its mates 0.45 and 0.9; query 1's
+    # 0.2, 0.3, 0.4, 0.6 (label 1 is in no gallery entry here) against 0.35
+    assert list(rank._view.view_arrays(view[0])["above"]) == [2, 0, 2]
+    assert list(rank._view.view_arrays(view[0])["mate_index"]) == [10, 0, 11]
+    with pytest.raises(ValueError, match="rank: the mates are set before any rows are counted"):
+        set_mates()
+
+
+def roc_math_key(score):
+    """roc_math.h's key of a float32 score (ascending with the score)."""
+    bits = int(np.float32(score).view(np.uint32))
+    return bits | 0x80000000 if bits < 0x80000000 else ~bits & 0xFFFFFFFF
+
+
 def summarize(arrays, changes=()):
     options = ffi.new("roc_rank_summary_options *")
     options.max_rank = 3
     for key, value in dict(changes).items():
         setattr(options, key, value)
-    view, keep = rank._evaluate.view_of(arrays)
+    view, keep = rank._view.view_of(arrays)
     out = ffi.new("roc_rank_summary **")
     _ffi.check(ffi, lib, lib.roc_rank_summarize(view, options, b"rank", out))
     lib.roc_rank_summary_free(out[0])

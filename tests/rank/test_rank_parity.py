@@ -303,7 +303,9 @@ def same_on_gpu(lq, lg, kwargs, **arrays):
     cpu = rank.evaluate(lq, lg, per_query=True, **arrays, **kwargs)
     gpu = rank.evaluate(cuda(lq), cuda(lg), per_query=True,
                         **{name: cuda(x) for name, x in arrays.items()}, **kwargs)
-    assert gpu.to_dict() == cpu.to_dict()
+    on_gpu, on_cpu = gpu.to_dict(), cpu.to_dict()
+    assert on_gpu.pop("device_bytes_peak") > 0 and on_cpu.pop("device_bytes_peak") == 0
+    assert on_gpu == on_cpu
     assert set(gpu.per_query) == set(cpu.per_query)
     for name in cpu.per_query:
         np.testing.assert_array_equal(gpu.per_query[name], cpu.per_query[name])
