@@ -12,6 +12,7 @@ import torch
 
 from _ext import _ffi, rank
 from _ext.roc import ffi, lib
+from score_keys import score_key
 
 
 def small(rng, n_query=12, n_gallery=30, ids=5):
@@ -320,7 +321,7 @@ def test_c_set_mates_counts_against_every_shards_mates_and_checks_them():
     labels_q, labels_g = np.array([0, 1], np.int64), np.array([0, 5, 6, 7], np.int64)
     score = np.array([[0.9, 0.1, 0.5, 0.7], [0.2, 0.3, 0.4, 0.6]], np.float32)
     handle = c_create(labels_q=labels_q, labels_g=labels_g, score=score)
-    keys = [int(roc_math_key(x)) for x in (0.45, 0.9, 0.35)]
+    keys = [score_key(x) for x in (0.45, 0.9, 0.35)]
     first = np.array([0, 2, 3], np.int64)
     mate_key = np.array(keys, np.uint32)
     mate_index = np.array([10, 0, 11], np.int64)
@@ -346,12 +347,6 @@ def test_c_set_mates_counts_against_every_shards_mates_and_checks_them():
     assert list(rank._view.view_arrays(view[0])["mate_index"]) == [10, 0, 11]
     with pytest.raises(ValueError, match="rank: the mates are set before any rows are counted"):
         set_mates()
-
-
-def roc_math_key(score):
-    """roc_math.h's key of a float32 score (ascending with the score)."""
-    bits = int(np.float32(score).view(np.uint32))
-    return bits | 0x80000000 if bits < 0x80000000 else ~bits & 0xFFFFFFFF
 
 
 def summarize(arrays, changes=()):

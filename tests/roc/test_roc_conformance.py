@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sklearn import datasets
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
+from score_keys import score_key
 from sklearn.metrics import roc_curve as sk_roc_curve
 
 from _ext import roc
@@ -322,12 +323,6 @@ def test_auc_is_the_exactly_rounded_mann_whitney_value(rng, mode):
         auc = roc.evaluate_pairs(y_true, y_score, mode=mode).auc
         assert auc == float(mann_whitney(y_true, y_score))
         assert ulps(auc, roc_auc_score(y_true, y_score)) <= ULP_BOUND
-
-
-def score_key(score):
-    """roc_math.h's order-preserving key of a float32 score."""
-    bits = int(np.float32(score).view(np.uint32))
-    return bits | 0x80000000 if score >= 0 else ~bits & 0xFFFFFFFF
 
 
 def test_auc_rounded_once_where_extended_precision_rounds_twice():
