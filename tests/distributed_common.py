@@ -1,10 +1,14 @@
-"""The tests' launcher of a gloo group: a function run on every rank of a
-group of spawned processes (the tests of evaluation across processes)."""
+"""The tests' launchers of process groups: a function run on every rank of a
+gloo group of spawned processes (the tests of evaluation across processes),
+and an NCCL script run under torchrun on the 2-GPU machine, with the verdict
+its ranks agree on."""
 
 import datetime
 import os
 import queue as queues
 import socket
+import subprocess
+import sys
 import time
 
 import torch.distributed as dist
@@ -60,3 +64,28 @@ def launch(target, world, timeout_s=600):
             if p.is_alive():
                 p.kill()
     return out
+
+
+def run_nccl_script(script, name):
+    """`script` under torchrun on 2 GPUs (skipped with fewer): it must exit 0
+    and print "<name>: ok" (nccl_verdict)."""
+    import pytest
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                          script], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "%s: ok" % name in run.stdout
+
+
+def nccl_verdict(name, failures):
+    """Every rank's failures gathered: rank 0 prints "<name>: ok" or the
+    failures; the group is destroyed; the exit status (0: none anywhere)."""
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, failures)
+    if dist.get_rank() == 0:
+        bad = [(r, f) for r, fs in enumerate(everyone) for f in fs]
+        print("%s: ok" % name if not bad else "%s: FAILED %s" % (name, bad))
+    dist.destroy_process_group()
+    return 0 if not any(everyone) else 1

@@ -11,8 +11,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-# the checkout, two folders up from tests/rank/
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# the checkout (two folders up) and tests/ (distributed_common)
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(TESTS), TESTS]
+
+from distributed_common import nccl_verdict  # noqa: E402
 
 from _ext import rank  # noqa: E402
 from _ext.roc._distributed import _shard  # noqa: E402
@@ -59,13 +62,7 @@ def main():
         a, b = _shard(n_gallery, me, world, False)
         if call(slice(None), slice(a, b), group=True, shard="gallery") != one:
             failures.append(("gallery", sorted(kwargs), cams))
-    everyone = [None] * world
-    dist.all_gather_object(everyone, failures)
-    if me == 0:
-        bad = [(r, f) for r, fs in enumerate(everyone) for f in fs]
-        print("nccl rank: ok" if not bad else "nccl rank: FAILED %s" % bad)
-    dist.destroy_process_group()
-    return 0 if not any(everyone) else 1
+    return nccl_verdict("nccl rank", failures)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,11 @@ shard of the gallery), and every rank reports what one process does on all of
 them, count for count (per-query arrays and top-k included)."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-import torch
 import torch.distributed as dist
-from distributed_common import launch
+from distributed_common import launch, run_nccl_script
 
 from _ext import rank, roc
 from _ext.roc._distributed import _shard
@@ -139,9 +136,4 @@ NCCL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl_ran
 
 @pytest.mark.gpu
 def test_nccl_ranks_equal_one_gpu():
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs")
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-                          NCCL_SCRIPT], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "nccl rank: ok" in run.stdout
+    run_nccl_script(NCCL_SCRIPT, "nccl rank")

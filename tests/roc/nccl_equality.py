@@ -12,8 +12,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-# the checkout, two folders up from tests/roc/
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# the checkout (two folders up) and tests/ (distributed_common)
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(TESTS), TESTS]
+
+from distributed_common import nccl_verdict  # noqa: E402
 
 from _ext import roc  # noqa: E402
 
@@ -85,7 +88,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     device = torch.device("cuda", local_rank)
     rng = np.random.default_rng(3)
     labels_q, labels_g = rng.integers(0, 300, 3001), rng.integers(0, 300, 2003)
@@ -119,13 +122,7 @@ def main():
         failures.append(("pairs",))
     failures += nearest_sklearn_failures(device)
     failures += shared_failures(rank, genuine[a:b], flat[a:b])
-    everyone = [None] * world
-    dist.all_gather_object(everyone, failures)
-    if rank == 0:
-        bad = [(r, f) for r, fs in enumerate(everyone) for f in fs]
-        print("nccl equality: ok" if not bad else "nccl equality: FAILED %s" % bad)
-    dist.destroy_process_group()
-    return 0 if not any(everyone) else 1
+    return nccl_verdict("nccl equality", failures)
 
 
 if __name__ == "__main__":

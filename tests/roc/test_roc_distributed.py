@@ -3,13 +3,11 @@
 count for count. Failures and disagreements: test_roc_distributed_errors.py."""
 
 import os
-import sys
 
 import numpy as np
 import pytest
-import torch
 import torch.distributed as dist
-from distributed_common import launch
+from distributed_common import launch, run_nccl_script
 
 from _ext import roc
 from _ext.roc._distributed import _shard
@@ -218,10 +216,4 @@ NCCL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl_equ
 
 @pytest.mark.gpu
 def test_nccl_ranks_equal_one_gpu():
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs")
-    import subprocess
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-                          NCCL_SCRIPT], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "nccl equality: ok" in run.stdout
+    run_nccl_script(NCCL_SCRIPT, "nccl equality")
