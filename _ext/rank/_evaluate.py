@@ -121,10 +121,10 @@ class RankEvaluation:
         self.n_rows = n_rows
 
     def set_mates(self, first, mate_key, mate_index):
-        """Every query's mates over all the gallery's shards (roc_rank_set_mates)."""
+        """Every query's mates over all the gallery's shards (roc_rank_set_mates,
+        which copies them)."""
         arrays = [np.ascontiguousarray(first, np.int64), np.ascontiguousarray(mate_key, np.uint32),
                   np.ascontiguousarray(mate_index, np.int64)]
-        self.keep = (self.keep, arrays)
         _ffi.check(ffi, lib, lib.roc_rank_set_mates(
             self.handle, ffi.from_buffer("int64_t[]", arrays[0]),
             ffi.from_buffer("uint32_t[]", arrays[1]), ffi.from_buffer("int64_t[]", arrays[2]),
