@@ -7,7 +7,7 @@
 (--small leaves out the 2000 x 2000 case; --race makes one call of each
 kernel that shares memory between threads, since racecheck is slow;
 --partition runs only the partitioned count's and the set-aside keys'
-calls, with any tool.)
+calls, and --rank only rank.evaluate's, with any tool.)
 
 gpu_roc: 16-byte and scalar loads, shared-memory and global counters, rows
 shorter than a vector, aligned rows of several segments, each label and
@@ -22,7 +22,9 @@ aside (a buffer that fills); lists of pairs (flat scores and listed
 pairs from features, both index dtypes, every mode; flat scores counted
 sorted); bad flags and indices; nearest_sklearn's probing passes and the
 curve of every point. rank.evaluate (the 1:N count): a score matrix and
-features, tile edges, NaN pairs, cameras, junk ids, one set.
+features, tile edges, NaN pairs, cameras, junk ids, one set, the top k and
+the kept keys (one block of rows, a block a row, rows wider than a block's
+candidates).
 """
 
 import os
@@ -262,7 +264,7 @@ def pair_list_cases(generator):
 
 def rank_cases(generator):
     """The rank count: both sources, edges of tiles, NaN pairs, the Market
-    protocol (cameras, junk), one set's own rows."""
+    protocol (cameras, junk), one set's own rows; its top k and kept keys."""
     ran = 0
     for n_query, n_gallery in ((1, 1), (37, 129), (300, 700)):
         labels_q = torch.randint(0, 12, (n_query,), device="cuda", generator=generator)
@@ -279,7 +281,20 @@ def rank_cases(generator):
             ran += 2
         rank.evaluate(labels_g, None, feat_q=feat_g, same_set=True)
         ran += 1
-    return ran
+        # top k and the legacy rule's kept keys: one block, and a block a row
+        for block_pairs in (None, "1"):
+            if block_pairs:
+                os.environ["EXT_RANK_SELECT_PAIRS"] = block_pairs
+            for source in (dict(score=score), dict(feat_q=feat_q, feat_g=feat_g)):
+                rank.evaluate(labels_q, labels_g, cams_q=cams_q, cams_g=cams_g, topk=7,
+                              fpir_rule="insightface_1n_legacy", fpirs=(0.1, 0.5), **source)
+                ran += 1
+            os.environ.pop("EXT_RANK_SELECT_PAIRS", None)
+    # rows wider than a thread block's candidates: merged within the row
+    wide = torch.randn(8, 5000, device="cuda", generator=generator)
+    rank.evaluate(torch.arange(8, device="cuda"), torch.arange(5000, device="cuda") % 9,
+                  score=wide, topk=100)
+    return ran + 1
 
 
 def race_cases(generator):
@@ -314,6 +329,9 @@ def main():
     if "--partition" in sys.argv[1:]:
         print("sanitize_roc: %d calls ran" % (partition_cases(generator) +
                                              aside_cases(generator)))
+        return
+    if "--rank" in sys.argv[1:]:
+        print("sanitize_roc: %d calls ran" % rank_cases(generator))
         return
     if "--race" in sys.argv[1:]:
         print("sanitize_roc: %d calls ran" % race_cases(generator))

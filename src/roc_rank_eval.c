@@ -18,7 +18,6 @@
 #include "cuda/roc_rank_kernel.h"
 #endif
 
-#define MAX_TOPK 100
 
 struct roc_rank {
     char caller[32];
@@ -108,9 +107,9 @@ static int check_config(const roc_rank_config *config, const char *fn)
     if (config->has_junk != 0 && config->has_junk != 1)
         return ext_fail(EXT_ERR_VALUE, "%s: has_junk must be 0 or 1, got %d", fn,
                         config->has_junk);
-    if (config->topk < 0 || config->topk > MAX_TOPK)
-        return ext_fail(EXT_ERR_VALUE, "%s: topk must lie in [0, %d], got %d", fn, MAX_TOPK,
-                        config->topk);
+    if (config->topk < 0 || config->topk > ROC_RANK_MAX_TOPK)
+        return ext_fail(EXT_ERR_VALUE, "%s: topk must lie in [0, %d], got %d", fn,
+                        ROC_RANK_MAX_TOPK, config->topk);
     if (config->keep_nonmated < 0 || config->keep_nonmated > ((int64_t)1 << 40))
         return ext_fail(EXT_ERR_VALUE, "%s: keep_nonmated must lie in [0, 2^40], got %lld", fn,
                         (long long)config->keep_nonmated);
@@ -193,9 +192,6 @@ int roc_rank_create(roc_rank **out, const roc_rank_config *config, const ext_ten
         return st;
     if (labels_q->device_type == EXT_CUDA) {
 #ifdef EXT_WITH_CUDA
-        if (config->topk > 0 || config->keep_nonmated > 0)
-            return ext_fail(EXT_ERR_DEVICE, "%s: topk and the insightface_1n_legacy rule are "
-                            "counted on the CPU only for now; pass CPU tensors for them", fn);
         /* the best non-mate's index shares a 64-bit word with its key */
         if (labels_g->sizes[0] >= (int64_t)UINT32_MAX)
             return ext_fail(EXT_ERR_VALUE, "%s: a gallery on the GPU holds fewer than 2^32 - 1 "
@@ -382,7 +378,8 @@ void roc_rank_free(roc_rank *rank)
  * anything indexes through it. */
 static int check_view(const roc_rank_view *v, const char *fn)
 {
-    if (v->n_query < 0 || v->n_mated < 0 || v->topk < 0 || v->topk > MAX_TOPK || v->n_kept < 0)
+    if (v->n_query < 0 || v->n_mated < 0 || v->topk < 0 || v->topk > ROC_RANK_MAX_TOPK ||
+        v->n_kept < 0)
         return ext_fail(EXT_ERR_VALUE, "%s: the counts' sizes are negative or out of range", fn);
     const int has_queries = v->n_query > 0, has_mates = v->n_mated > 0;
     if (!v->first || !v->totals || (has_mates && (!v->mate_key || !v->above || !v->tied)) ||

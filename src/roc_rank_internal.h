@@ -41,6 +41,8 @@
 extern "C" {
 #endif
 
+#define ROC_RANK_MAX_TOPK 100 /* roc_rank_config.topk's most */
+
 /* The checked inputs (roc_rank.h), on `device` (CUDA) or the CPU. */
 typedef struct {
     int similarity, same_set, has_junk;

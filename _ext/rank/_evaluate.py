@@ -324,9 +324,7 @@ def evaluate(labels_q, labels_g=None, *, feat_q=None, feat_g=None, score=None, c
     per_query                      also report.per_query, the counts and ranks by
                                    query and by mated pair
     device                         where to compute: "cpu", "cuda" or "cuda:N"
-                                   (default: where the inputs are); topk and the
-                                   insightface_1n_legacy rule are counted on the
-                                   CPU only for now
+                                   (default: where the inputs are)
     chunk                          pairs per step (how often progress is called)
     progress                       called as progress(pairs_done, pairs_total)
     group                          a torch.distributed process group (True or

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
 
 /* pair_scores' epilogue over the stored tiles, which count_tiles_kernel runs
  * as it runs a count policy: not a count, each pair's score written to its
- * place in p.scores, a (rows, n_gallery) matrix. */
+ * place in p.scores, a (rows, n_gallery) matrix from query p.scores_row0. */
 class StoreScores {
   public:
     __device__ StoreScores(const PassParams &p, uint32_t *) : p_(p) {}
@@ -135,7 +135,7 @@ class StoreScores {
 #pragma unroll
         for (int u = 0; u < kN; u++)
             if (use[u])
-                p_.scores[row[u] * p_.n_gallery + col[u]] = s[u];
+                p_.scores[(row[u] - p_.scores_row0) * p_.n_gallery + col[u]] = s[u];
     }
     __device__ void end_block() {}
 

@@ -100,6 +100,7 @@ Tuning read_tuning()
     t.range_buckets = env_whole("EXT_ROC_RANGE_BUCKETS", 1);
     t.drain_bucket_bits = env_whole("EXT_ROC_DRAIN_BUCKET_BITS", kDrainBucketBitsMin);
     t.drain_slices = env_whole("EXT_ROC_DRAIN_SLICES", 1);
+    t.select_pairs = env_whole("EXT_RANK_SELECT_PAIRS", 1);
     return t;
 }
 

@@ -63,6 +63,9 @@ struct Tuning {
     Steer steer = Steer::kAuto;
     int64_t chunk_tiles = 0, operand_kib = 0, partition_kib = 0, aside_keys = 0,
             range_levels = 0, range_buckets = 0, drain_bucket_bits = 0, drain_slices = 0;
+    /* the rank count's top k and kept keys: the scores of a block of rows
+     * (RankSelection), about this many (0: 2^26) */
+    int64_t select_pairs = 0;
 };
 Tuning read_tuning();
 

@@ -152,6 +152,17 @@ struct RankParams {
     unsigned long long *nan_nonmates; /* Q */
 };
 
+/* Whether the protocol excludes pair (query i, gallery j), of labels and
+ * cameras (label_i, cam_i) and (label, cam): i's own row of one set, a junk
+ * entry, or (with cameras) an entry of i's label and camera. */
+__device__ __forceinline__ bool rank_excluded(const RankParams &r, int64_t row_offset, int64_t i,
+                                              int64_t j, int64_t label_i, int64_t cam_i,
+                                              int64_t label, int64_t cam)
+{
+    return (r.same_set && j == row_offset + i) || (r.has_junk && label == r.junk) ||
+           (r.cams_q && label == label_i && cam == cam_i);
+}
+
 // ----------------------------------------------------------------------------
 // what a counting pass needs (by value, as a kernel argument)
 
@@ -174,9 +185,11 @@ struct PassParams {
     float lo32, scale32;
     unsigned long long *bins; /* below, n_bins bins, above */
     int shared_bins;
-    /* curve: one key per pair of the rows; store: one score per pair */
+    /* curve: one key per pair of the rows; store: one score per pair, row
+     * i of the queries at row i - scores_row0 of `scores` */
     uint32_t *keys;
     float *scores;
+    int64_t scores_row0;
     /* partitioned exact */
     RangePartition part;
     /* kAside (exact from features with global counters): the keys at or

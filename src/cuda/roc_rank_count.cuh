@@ -142,10 +142,8 @@ class RankCount {
     __device__ __forceinline__ uint32_t count_nonmate(const Row &row, int64_t i, int64_t j,
                                                       int64_t label, int64_t cam, float s)
     {
-        const bool excluded = (r_.same_set && j == p_.row_offset + i) ||
-                              (r_.has_junk && label == r_.junk) ||
-                              (r_.cams_q && label == row.label && cam == row.cam);
-        if (excluded || label == row.label)
+        if (rank_excluded(r_, p_.row_offset, i, j, row.label, row.cam, label, cam) ||
+            label == row.label)
             return 0;
         if (isnan(s)) {
             atomicAdd(&r_.nan_nonmates[i], 1ull);

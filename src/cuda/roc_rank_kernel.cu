@@ -11,7 +11,9 @@
  * The pairs each query row counts, and so its non-mates, follow from the
  * labels alone (create counts them on the host): the pass counts only the
  * NaN non-mates among them. Memory beyond the inputs: O(P + Q) counters and
- * keys, int64 copies of the labels (and cameras), a chunk of stored tiles.
+ * keys, int64 copies of the labels (and cameras), a chunk of stored tiles;
+ * with topk or keep_nonmated also O(Q k) entries, the kept keys and a block
+ * of rows' scores (roc_rank_select.cu).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 
 #include "roc_eval_state.cuh"
 #include "roc_rank_kernel.h"
+#include "roc_rank_select.cuh"
 
 using namespace roc_gpu;
 
@@ -31,6 +34,9 @@ struct roc_rank_cuda {
     ExtDeviceArena arena; /* before every buffer: released after them */
     FeatureOperands features;
     Buffer<float> chunk;
+    Buffer<float> block;          /* from features: a block of rows' scores for select */
+    RankSelection select;         /* topk and keep_nonmated */
+    int64_t select_rows = 0;      /* the rows of such a block */
     Buffer<int64_t> labels_q, labels_g, cams_q, cams_g, first;
     Buffer<uint32_t> mate_key, lowest;
     /* gap (P + Q), tied (P), best (Q), NaN non-mates (Q), one block */
@@ -42,7 +48,7 @@ struct roc_rank_cuda {
 
     explicit roc_rank_cuda(const roc_rank_source &s)
         : src(s), arena(static_cast<cudaStream_t>(s.stream)), features(arena), chunk(arena),
-          labels_q(arena), labels_g(arena), cams_q(arena), cams_g(arena), first(arena),
+          block(arena), select(arena), labels_q(arena), labels_g(arena), cams_q(arena), cams_g(arena), first(arena),
           mate_key(arena), lowest(arena), counters(arena)
     {
     }
@@ -180,6 +186,18 @@ cudaError_t create(roc_rank_cuda *b, const char *caller, roc_rank_view *view)
     b->own.resize(size_t(Q));
     for (int64_t i = 0; i < Q; i++)
         b->own[i] = view->first[i + 1] - view->first[i] + int64_t(view->nan_mates[i]);
+    if (s.topk > 0 || s.keep_nonmated > 0) {
+        /* rows of about select_pairs scores; from features whole row tiles of
+         * the tile product */
+        const int64_t pairs = b->tuning.select_pairs > 0 ? b->tuning.select_pairs
+                                                         : int64_t(1) << 26;
+        const int64_t G = std::max<int64_t>(s.n_gallery, 1);
+        const int64_t tile = s.score ? 1 : roc_gemm::kBM;
+        b->select_rows = std::max<int64_t>(tile, pairs / G / tile * tile);
+        EXT_CUDA_TRY(b->select.create(Q, int(s.topk), s.keep_nonmated, b->select_rows * G));
+        if (!s.score)
+            EXT_CUDA_TRY(b->block.allocate(b->select_rows * G));
+    }
     return set_mates(b, view);
 }
 
@@ -232,6 +250,45 @@ PassParams pass_params(roc_rank_cuda *b, int64_t row_begin, int64_t row_end)
     return p;
 }
 
+/* The top k and kept keys of rows [begin, end), a block of rows at a time:
+ * the score matrix's own rows, or the block's scores written by the tile
+ * product (a second product of those rows: see dev/NOTES.md, "rank count"). */
+cudaError_t select_rows(roc_rank_cuda *b, const RankParams &rank, int64_t begin, int64_t end)
+{
+    const roc_rank_source &s = b->src;
+    cudaStream_t stream = b->arena.stream();
+    const int64_t G = s.n_gallery;
+    for (int64_t r0 = begin; r0 < end; r0 += b->select_rows) {
+        const int64_t r1 = std::min(r0 + b->select_rows, end);
+        const float *scores = s.score ? s.score + r0 * G : b->block.get();
+        if (!s.score)
+            EXT_CUDA_TRY(over_feature_blocks(
+                b->arena, b->features, r0, r1,
+                [&](const Operands &op, int64_t rows_begin, int64_t rows_end) {
+                    PassParams q{};
+                    q.n_gallery = G;
+                    q.row_begin = rows_begin;
+                    q.row_end = rows_end;
+                    q.scores = b->block.get();
+                    q.scores_row0 = r0;
+                    int64_t tiles_m, tiles_n;
+                    const int64_t tiles = feature_tiles(op, q, &tiles_m, &tiles_n);
+                    const int64_t step = std::min(store_chunk_tiles(b->tuning), tiles);
+                    EXT_CUDA_TRY(chunk_room(b->chunk, step));
+                    for (int64_t t = 0; t < tiles; t += step) {
+                        q.tile_begin = t;
+                        q.tile_end = std::min(t + step, tiles);
+                        EXT_CUDA_TRY(store_tiles(stream, op, q, b->chunk.get()));
+                        EXT_CUDA_TRY(store_scores(stream, op, q, b->chunk.get(),
+                                                  ext_sm_count() * 2));
+                    }
+                    return cudaSuccess;
+                }));
+        EXT_CUDA_TRY(b->select.add(scores, r0, r1 - r0, G, s.row_offset, rank));
+    }
+    return cudaSuccess;
+}
+
 /* The non-mates of rows [begin, end): the score matrix's rows, or the tile
  * product's chunks of each query block against each gallery chunk. */
 cudaError_t add_rows(roc_rank_cuda *b, int64_t begin, int64_t end)
@@ -261,6 +318,8 @@ cudaError_t add_rows(roc_rank_cuda *b, int64_t begin, int64_t end)
                 return cudaSuccess;
             }));
     }
+    if (b->select.active())
+        EXT_CUDA_TRY(select_rows(b, p.rank, begin, end));
     std::fill(b->done.begin() + begin, b->done.begin() + end, 1);
     return cudaStreamSynchronize(stream);
 }
@@ -291,7 +350,7 @@ cudaError_t finish(roc_rank_cuda *b, roc_rank_view *view)
     }
     view->totals[1] = n_nan;
     roc_rank_gaps_to_counts(view, reinterpret_cast<const uint64_t *>(gap));
-    return cudaSuccess;
+    return b->select.active() ? b->select.to_view(view) : cudaSuccess;
 }
 
 } // namespace

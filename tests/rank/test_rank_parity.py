@@ -309,6 +309,10 @@ def same_on_gpu(lq, lg, kwargs, **arrays):
     assert set(gpu.per_query) == set(cpu.per_query)
     for name in cpu.per_query:
         np.testing.assert_array_equal(gpu.per_query[name], cpu.per_query[name])
+    assert (gpu.topk is None) == (cpu.topk is None)
+    if cpu.topk is not None:
+        for on_gpu, on_cpu in zip(gpu.topk, cpu.topk):
+            np.testing.assert_array_equal(on_gpu, on_cpu)
 
 
 @pytest.mark.gpu
@@ -341,8 +345,40 @@ def test_cuda_inputs_equal_the_cpu(rng, source, protocol, ties):
 
 
 @pytest.mark.gpu
-def test_cuda_topk_and_legacy_rule_are_refused_by_name(rng):
-    lq, lg, cq, cg, score = market_like(rng)
-    for kwargs in (dict(topk=5), dict(fpir_rule="insightface_1n_legacy")):
-        with pytest.raises(RuntimeError, match="^evaluate: topk and the insightface_1n_legacy"):
-            rank.evaluate(cuda(lq), cuda(lg), score=cuda(score), **kwargs)
+@pytest.mark.parametrize("source", ["score", "features"])
+@pytest.mark.parametrize("protocol", ["plain", "cameras", "same_set"])
+@pytest.mark.parametrize("block_pairs", [None, "1"])
+def test_cuda_topk_and_kept_keys_equal_the_cpu(rng, monkeypatch, source, protocol, block_pairs):
+    """topk and the insightface_1n_legacy rule's kept keys on the GPU: tied
+    scores (ties by index), NaN pairs, cameras and junk, one set's own rows;
+    in one block of rows, or (EXT_RANK_SELECT_PAIRS=1) a block per row (or row
+    tile) with the kept keys sorted and cut after each."""
+    if block_pairs:
+        monkeypatch.setenv("EXT_RANK_SELECT_PAIRS", block_pairs)
+    n_query, n_gallery, dim = 300, 700, 16
+    lq, lg, cq, cg, score = market_like(rng, n_query, n_gallery, ids=40, quantum=0.05)
+    score[rng.random(score.shape) < 0.002] = np.nan
+    fq = np.round(rng.normal(size=(n_query, dim)), 1).astype(np.float32)
+    fg = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
+    kwargs = dict(topk=7, fpir_rule="insightface_1n_legacy", fpirs=(0.001, 0.1, 0.5))
+    if protocol == "cameras":
+        kwargs.update(cams_q=cq, cams_g=cg)
+    arrays = dict(score=score) if source == "score" else dict(feat_q=fq, feat_g=fg)
+    if protocol == "same_set":
+        sq = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
+        arrays = (dict(score=np.round(sq @ sq.T, 1)) if source == "score"
+                  else dict(feat_q=sq))
+        same_on_gpu(lg, None, dict(kwargs, same_set=True), **arrays)
+        return
+    same_on_gpu(lq, lg, kwargs, **arrays)
+
+
+@pytest.mark.gpu
+def test_cuda_topk_of_wide_rows_and_k_of_100(rng):
+    """Rows of 5,000 entries (the candidates merged many times a row), k = 100
+    (the most), and k above a row's entries (-1 / NaN past them)."""
+    lq, lg, cq, cg, score = market_like(rng, 60, 5000, ids=30, quantum=0.01)
+    same_on_gpu(lq, lg, dict(topk=100), score=score)
+    lq, lg, cq, cg, score = market_like(rng, 20, 50, ids=5)
+    lg[:45] = -1  # junk: 5 entries a row at most
+    same_on_gpu(lq, lg, dict(topk=9), score=score)
