@@ -3,6 +3,7 @@ its peers on one GPU, in one run.
 
     make bench                       # builds, then this, writing BENCHMARKS.md
     python scripts/bench_rank.py [--quick] [--large] [--markdown BENCHMARKS.md]
+    torchrun --nproc-per-node=2 scripts/bench_rank.py --distributed [--large] [--markdown ...]
 
 Workloads (benchmarks.rank_inputs, synthetic and seeded, on the GPU):
 re-ID features (D = 2048, cameras, distractors 0, junk -1) at Market-1501's
@@ -29,6 +30,11 @@ ratio of each peer's time to its own and the fraction reached of the
 measured fp32 GEMM rate (2 Q G D FLOP). The workloads are
 benchmarks.rank_workloads; this script measures the ceiling, runs them,
 checks the targets and writes its section of --markdown.
+
+With --distributed (under torchrun, one process a GPU; benchmarks.rank_distributed):
+MSMT17's size, and with --large the face gallery, on one GPU and on all of
+them, the queries in shards and the gallery in shards, each report checked
+equal to one GPU's, in a section of its own.
 """
 
 import argparse
@@ -41,6 +47,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _ext import roc  # noqa: E402
+from benchmarks.rank_distributed import section_lines, workload_distributed  # noqa: E402
 from benchmarks.rank_workloads import workload_face, workload_ijb, workload_reid  # noqa: E402
 from benchmarks.sections import targets_table, write_section  # noqa: E402
 from benchmarks.timing import cuda_event_timer, fp32_gemm_rate  # noqa: E402
@@ -71,6 +78,9 @@ def parse_args(argv=None):
                         help="also the face gallery of 10^7 against 10^5 probes (10^12 pairs, "
                              "D = 512: about two minutes, about 45 GB of GPU memory)")
     parser.add_argument("--markdown", help="write the tables to this file (BENCHMARKS.md)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="under torchrun: one GPU against all of them, the queries and the "
+                             "gallery in shards (MSMT17's size; the face gallery with --large)")
     return parser.parse_args(argv)
 
 
@@ -164,10 +174,27 @@ def section(args, device, gemm_rate, tables, summary):
     return "\n".join(body)
 
 
+def distributed(args):
+    """Under torchrun: workload_distributed, then rank 0 writes its section."""
+    msmt = next(size for size in reid_sizes(args.quick) if size[0] == "msmt")
+    face = face_size(args.quick)[:2] if args.large else None
+    me, world, rows = workload_distributed(msmt[1:], face)
+    if me != 0 or not args.markdown:
+        return
+    lines = section_lines(world, torch.cuda.get_device_name(), datetime.date.today().isoformat(),
+                          os.path.basename(args.markdown), rows, options_of(args))
+    name = "bench_rank.py --distributed" + options_of(args)
+    write_section(args.markdown, name, "\n".join(lines) + "\n")
+    print("wrote", args.markdown)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if not torch.cuda.is_available() or not roc.built_with_cuda:
         sys.exit("bench_rank.py: needs a CUDA device and a CUDA build")
+    if args.distributed:
+        distributed(args)
+        return
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     timer = cuda_event_timer(warmup=1 if args.quick else 3, repeat=repeats(args))

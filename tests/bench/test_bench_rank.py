@@ -297,6 +297,44 @@ def test_section_of_the_command(tmp_path):
     assert "<!-- bench_rank.py --large start -->\n## 1:N identification" in written
 
 
+def test_distributed_shards_checks_and_section(tmp_path, monkeypatch):
+    """--distributed (benchmarks.rank_distributed): a rank's shard of the
+    queries or of the gallery, the reports compared apart from their device
+    memory, and rank 0's section with its target (>= 0.925 x the GPUs at the
+    face gallery's size, identical)."""
+    from benchmarks import rank_distributed
+    data = rank_inputs.reid_features(20, 60, 8, 3, 5, 4, 8, seed=1, device="cpu")
+    queries = rank_distributed._shard(data, "queries", 5, 12)
+    assert len(queries.labels_q) == len(queries.feat_q) == len(queries.cams_q) == 7
+    assert queries.labels_g is data.labels_g
+    gallery = rank_distributed._shard(data, "gallery", 10, 40)
+    assert len(gallery.labels_g) == len(gallery.feat_g) == len(gallery.cams_g) == 30
+    assert torch.equal(gallery.feat_g, data.feat_g[10:40])
+    one = rank_distributed._evaluate(data)
+    other = rank_distributed._evaluate(data)
+    other.device_bytes_peak = 123
+    assert rank_distributed._same(one, other)
+    assert not rank_distributed._same(one, rank_distributed._evaluate(data, ties="pessimistic"))
+
+    comm = {"seconds": 0.01, "bytes": 2e6, "world_size": 2}
+    rows = [("MSMT17 size", "queries", 1.0, 0.6, comm, True),
+            ("face gallery 8 x 80", "queries", 10.0, 5.2, comm, True),
+            ("face gallery 8 x 80", "gallery", 10.0, 6.0, comm, True)]
+    bench = load_script("bench_rank")
+    monkeypatch.setattr(bench, "workload_distributed", lambda reid, face: (0, 2, rows))
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda: "GPU X")
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n")
+    bench.distributed(bench.parse_args(["--distributed", "--large", "--markdown", str(path)]))
+    text = path.read_text()
+    assert "<!-- bench_rank.py --distributed --large start -->" in text
+    assert "## 1:N ranking on 2 GPUs (`scripts/bench_rank.py --distributed --large`)" in text
+    assert "| face gallery 8 x 80 | queries | 10.00 | 5.20 | 1.92x | 0.010 | 2.0 MB | yes |" in text
+    assert ("| face gallery 8 x 80, gallery in shards: 2 GPUs >= 1.85x one GPU, identical | "
+            "1.67 | **no** |") in text
+    assert "MSMT17 size, queries in shards: 2 GPUs" not in text
+
+
 def test_command_runs_its_workloads_and_writes_its_section(tmp_path, monkeypatch, capsys):
     """main() as on a GPU, the workloads replaced by stand-ins that record
     what they are asked: --quick --large passes each size divided by 8 (the
