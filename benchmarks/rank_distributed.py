@@ -4,13 +4,13 @@ with the gallery in shards, each result checked equal to one GPU's; wall
 times with the GPUs synchronized (an evaluation returns its report, so it
 has waited for its counts)."""
 
-import os
 import time
 
 import torch
 
 from _ext import rank, roc
 from benchmarks.rank_inputs import face_gallery, reid_features
+from benchmarks.timing import group_wall, nccl_group
 
 
 def _same(a, b):
@@ -55,21 +55,8 @@ def workload_distributed(reid, face):
     (size, shard, one-GPU s, all-GPU s, report.communication, identical), the
     others' empty."""
     import torch.distributed as dist
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
-    me, world = dist.get_rank(), dist.get_world_size()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    me, world = nccl_group()
     rows = []
-
-    def timed(fn):
-        dist.barrier()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        return time.perf_counter() - start, result
 
     for name, make in workloads(reid, face):
         data = make()
@@ -82,7 +69,7 @@ def workload_distributed(reid, face):
             n = len(data.labels_q) if shard == "queries" else len(data.labels_g)
             a, b = roc.shard_rows(n, True)
             part = _shard(data, shard, a, b)
-            many_s, many = timed(lambda part=part, shard=shard: _evaluate(part, group=True,
+            many_s, many = group_wall(lambda part=part, shard=shard: _evaluate(part, group=True,
                                                                           shard=shard))
             if me == 0:
                 same = _same(one, many)

@@ -14,7 +14,6 @@ collects the times that the driver's targets compare, by name.
     workload_distributed  one GPU against all of them, under torchrun
 """
 
-import os
 import time
 
 import numpy as np
@@ -27,6 +26,7 @@ from benchmarks.roc_peers import (PEER_EXACT, blog_kernel, check_peer_exact, chu
                                   reduce_runs, same_set_histc, searchsorted_exact,
                                   sklearn_gpu_curve, sklearn_scaled, sort_roc, torchmetrics_roc)
 from benchmarks.roc_table import Table
+from benchmarks.timing import group_wall, nccl_group
 
 
 def workload_matrix(timer, n_query, n_gallery, dim, targets, quick):
@@ -321,22 +321,9 @@ def workload_distributed(ifrt):
     counts). Returns (rank, world size, rows); rank 0's rows are (size, form,
     one-GPU s, all-GPU s, report.communication, identical), the others' empty."""
     import torch.distributed as dist
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    rank, world = nccl_group()
     sizes = [("IFRT", 1_000_000, 650_000)] if ifrt else [("2.6e11", 100_000, 650_000)]
     rows = []
-
-    def timed(fn):
-        dist.barrier()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        return time.perf_counter() - start, result
 
     for name, n_query, n_ids in sizes:
         for hard in (False, True):
@@ -349,8 +336,8 @@ def workload_distributed(ifrt):
                 torch.cuda.synchronize()
                 one_s = time.perf_counter() - start
             a, b = roc.shard_rows(n_query, True)
-            many_s, many = timed(lambda: roc.evaluate(labels_q[a:b], labels_g, feat_q=feat_q[a:b],
-                                                      feat_g=feat_g, group=True))
+            many_s, many = group_wall(lambda: roc.evaluate(
+                labels_q[a:b], labels_g, feat_q=feat_q[a:b], feat_g=feat_g, group=True))
             if rank == 0:
                 same = (np.array_equal(one.false_accepts, many.false_accepts) and
                         np.array_equal(one.true_accepts, many.true_accepts) and

@@ -3,6 +3,7 @@ flushed, the measured copy bandwidth and fp32 GEMM rate they divide by, and
 a host run's wall time with its peak NumPy memory.
 """
 
+import os
 import statistics
 import time
 import tracemalloc
@@ -77,3 +78,29 @@ def host_run(fn):
     finally:
         tracemalloc.stop()
     return result, ms, peak
+
+
+# ---------------------------------------------------------------------------
+# under torchrun: one process a GPU
+
+def nccl_group():
+    """This process's GPU (LOCAL_RANK) and the NCCL process group joined, TF32
+    off; (rank, world size)."""
+    import torch.distributed as dist
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return dist.get_rank(), dist.get_world_size()
+
+
+def group_wall(fn):
+    """(wall seconds, fn()) of a call every rank makes, the ranks met and their
+    GPUs synchronized before and after."""
+    import torch.distributed as dist
+    dist.barrier()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    return time.perf_counter() - start, result

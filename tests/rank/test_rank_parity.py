@@ -315,23 +315,19 @@ def same_on_gpu(lq, lg, kwargs, **arrays):
             np.testing.assert_array_equal(on_gpu, on_cpu)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("source", ["score", "features"])
-@pytest.mark.parametrize("protocol", ["plain", "cameras", "junk", "same_set"])
-@pytest.mark.parametrize("ties", ["pessimistic", "expected"])
-def test_cuda_inputs_equal_the_cpu(rng, source, protocol, ties):
-    """Tied scores (quantized), a gallery that spans several of the GPU's
-    tiles with edges, NaN pairs; the Market protocol's cameras, junk ids and
-    one set's own rows; the score matrix and features."""
+def same_on_gpu_protocol(rng, source, protocol, kwargs):
+    """same_on_gpu on tied scores (quantized), a gallery that spans several of
+    the GPU's tiles with edges, NaN pairs (gallery entry 3's features NaN),
+    and `protocol`: "plain", the Market protocol's "cameras" or "junk" ids, or
+    "same_set" (one set's own rows); the score matrix or features (`source`)."""
     n_query, n_gallery, dim = 300, 700, 16
     lq, lg, cq, cg, score = market_like(rng, n_query, n_gallery, ids=40, quantum=0.05)
     fq = np.round(rng.normal(size=(n_query, dim)), 1).astype(np.float32)
     fg = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
     score[rng.random(score.shape) < 0.002] = np.nan
-    fg[3, 0] = np.nan                      # gallery entry 3: NaN with every query
-    kwargs = dict(ties=ties, fpir_rule="nist")
+    fg[3, 0] = np.nan
     if protocol == "cameras":
-        kwargs.update(cams_q=cq, cams_g=cg)
+        kwargs = dict(kwargs, cams_q=cq, cams_g=cg)
     if protocol == "junk":
         lg[::7] = -1
     arrays = dict(score=score) if source == "score" else dict(feat_q=fq, feat_g=fg)
@@ -346,31 +342,25 @@ def test_cuda_inputs_equal_the_cpu(rng, source, protocol, ties):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("source", ["score", "features"])
+@pytest.mark.parametrize("protocol", ["plain", "cameras", "junk", "same_set"])
+@pytest.mark.parametrize("ties", ["pessimistic", "expected"])
+def test_cuda_inputs_equal_the_cpu(rng, source, protocol, ties):
+    """The counts and every metric, by tie policy."""
+    same_on_gpu_protocol(rng, source, protocol, dict(ties=ties, fpir_rule="nist"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["score", "features"])
 @pytest.mark.parametrize("protocol", ["plain", "cameras", "same_set"])
 @pytest.mark.parametrize("block_pairs", [None, "1"])
 def test_cuda_topk_and_kept_keys_equal_the_cpu(rng, monkeypatch, source, protocol, block_pairs):
-    """topk and the insightface_1n_legacy rule's kept keys on the GPU: tied
-    scores (ties by index), NaN pairs, cameras and junk, one set's own rows;
-    in one block of rows, or (EXT_RANK_SELECT_PAIRS=1) a block per row (or row
-    tile) with the kept keys sorted and cut after each."""
+    """topk (ties by index) and the insightface_1n_legacy rule's kept keys on
+    the GPU: in one block of rows, or (EXT_RANK_SELECT_PAIRS=1) a block per row
+    (or row tile) with the kept keys sorted and cut after each."""
     if block_pairs:
         monkeypatch.setenv("EXT_RANK_SELECT_PAIRS", block_pairs)
-    n_query, n_gallery, dim = 300, 700, 16
-    lq, lg, cq, cg, score = market_like(rng, n_query, n_gallery, ids=40, quantum=0.05)
-    score[rng.random(score.shape) < 0.002] = np.nan
-    fq = np.round(rng.normal(size=(n_query, dim)), 1).astype(np.float32)
-    fg = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
-    kwargs = dict(topk=7, fpir_rule="insightface_1n_legacy", fpirs=(0.001, 0.1, 0.5))
-    if protocol == "cameras":
-        kwargs.update(cams_q=cq, cams_g=cg)
-    arrays = dict(score=score) if source == "score" else dict(feat_q=fq, feat_g=fg)
-    if protocol == "same_set":
-        sq = np.round(rng.normal(size=(n_gallery, dim)), 1).astype(np.float32)
-        arrays = (dict(score=np.round(sq @ sq.T, 1)) if source == "score"
-                  else dict(feat_q=sq))
-        same_on_gpu(lg, None, dict(kwargs, same_set=True), **arrays)
-        return
-    same_on_gpu(lq, lg, kwargs, **arrays)
+    same_on_gpu_protocol(rng, source, protocol, dict(
+        topk=7, fpir_rule="insightface_1n_legacy", fpirs=(0.001, 0.1, 0.5)))
 
 
 @pytest.mark.gpu
