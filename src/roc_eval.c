@@ -272,46 +272,6 @@ static int check_config(const roc_eval_config *config, const char *fn)
     return EXT_OK;
 }
 
-/* The shapes of an all-pairs source against the labels' n_query and
- * n_gallery: score (Q, G), or feat_q (Q, D) and feat_g (G, D); one set's
- * queries (same_set) rows of it from row_offset. Shared with the rank
- * count's shim (roc_rank_eval.c). */
-int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
-                          const ext_tensor *score, const ext_tensor *feat_q,
-                          const ext_tensor *feat_g, int same_set, int64_t row_offset)
-{
-    int st;
-    if (score) {
-        if ((st = ext_check_ndim(fn, "score", score, 2)))
-            return st;
-        if (score->sizes[0] != n_query || score->sizes[1] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: score is (Q, G) = (%lld, %lld) but labels_q has "
-                            "%lld elements and labels_g %lld", fn, (long long)score->sizes[0],
-                            (long long)score->sizes[1], (long long)n_query, (long long)n_gallery);
-    } else {
-        if ((st = ext_check_ndim(fn, "feat_q", feat_q, 2)) ||
-            (st = ext_check_ndim(fn, "feat_g", feat_g, 2)))
-            return st;
-        if (feat_q->sizes[1] != feat_g->sizes[1])
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q is (%lld, %lld) but feat_g is (%lld, %lld): "
-                            "the feature dimensions differ", fn, (long long)feat_q->sizes[0],
-                            (long long)feat_q->sizes[1], (long long)feat_g->sizes[0],
-                            (long long)feat_g->sizes[1]);
-        if (feat_q->sizes[0] != n_query)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_q has %lld rows but labels_q has %lld "
-                            "elements", fn, (long long)feat_q->sizes[0], (long long)n_query);
-        if (feat_g->sizes[0] != n_gallery)
-            return ext_fail(EXT_ERR_VALUE, "%s: feat_g has %lld rows but labels_g has %lld "
-                            "elements", fn, (long long)feat_g->sizes[0], (long long)n_gallery);
-    }
-    if (same_set &&
-        (row_offset < 0 || row_offset > n_gallery - n_query))
-        return ext_fail(EXT_ERR_VALUE, "%s: same_set: the %lld queries from row %lld are not "
-                        "rows of the %lld-entry set", fn, (long long)n_query,
-                        (long long)row_offset, (long long)n_gallery);
-    return EXT_OK;
-}
-
 /* Every argument on the first one's device, the CPU or a CUDA device, and
  * contiguous. */
 static int check_placement(const char *fn, const ext_arg *args, int n_args)
@@ -567,40 +527,6 @@ int roc_eval_create_counts(roc_eval **out, const roc_eval_config *config)
         return st;
     }
     *out = ev;
-    return EXT_OK;
-}
-
-int roc_check_source_dtypes(const char *fn, const ext_tensor *score, const ext_tensor *feat_q,
-                            const ext_tensor *feat_g, ext_arg *args, int *n_args)
-{
-    int st;
-    if (score) {
-        if ((st = ext_check_dtype(fn, "score", score, EXT_MASK(EXT_FLOAT32))))
-            return st;
-        args[(*n_args)++] = (ext_arg){"score", score};
-        return EXT_OK;
-    }
-    if ((st = ext_check_dtype(fn, "feat_q", feat_q, EXT_MASK(EXT_FLOAT32))) ||
-        (st = ext_check_dtype(fn, "feat_g", feat_g, EXT_MASK(EXT_FLOAT32))))
-        return st;
-    args[(*n_args)++] = (ext_arg){"feat_q", feat_q};
-    args[(*n_args)++] = (ext_arg){"feat_g", feat_g};
-    return EXT_OK;
-}
-
-int roc_check_usable(const char *caller, int broken)
-{
-    if (broken)
-        return ext_fail(EXT_ERR_VALUE, "%s: this evaluation failed in an earlier step; its "
-                        "counts are incomplete (start a new one)", caller);
-    return EXT_OK;
-}
-
-int roc_check_rows(const char *caller, int64_t row_begin, int64_t row_end, int64_t n_rows)
-{
-    if (row_begin < 0 || row_end > n_rows || row_begin > row_end)
-        return ext_fail(EXT_ERR_VALUE, "%s: rows [%lld, %lld) are outside [0, %lld)", caller,
-                        (long long)row_begin, (long long)row_end, (long long)n_rows);
     return EXT_OK;
 }
 
@@ -940,41 +866,4 @@ void roc_eval_free(roc_eval *ev)
     roc_level_index_free(&ev->index);
     roc_counts_free(&ev->counts);
     free(ev);
-}
-
-// ---------------------------------------------------------------------------
-// the score matrix the evaluator sees from features
-
-int roc_pair_scores(const ext_tensor *feat_q, const ext_tensor *feat_g, int32_t similarity,
-                    const ext_tensor *score, void *stream)
-{
-    const char *fn = "pair_scores";
-    const ext_arg args[] = {{"feat_q", feat_q}, {"feat_g", feat_g}, {"score", score}};
-    int st;
-    for (int a = 0; a < 3; a++)
-        if ((st = ext_check_dtype(fn, args[a].name, args[a].t, EXT_MASK(EXT_FLOAT32))) ||
-            (st = ext_check_contiguous(fn, args[a].name, args[a].t)) ||
-            (st = ext_check_ndim(fn, args[a].name, args[a].t, 2)))
-            return st;
-    if ((st = ext_check_devices(fn, args, 3, feat_q->device_type, NULL)))
-        return st;
-    const int64_t Q = feat_q->sizes[0], G = feat_g->sizes[0], D = feat_q->sizes[1];
-    if (feat_g->sizes[1] != D)
-        return ext_fail(EXT_ERR_VALUE, "%s: feat_q is %lld-D but feat_g is %lld-D", fn,
-                        (long long)D, (long long)feat_g->sizes[1]);
-    if (score->sizes[0] != Q || score->sizes[1] != G)
-        return ext_fail(EXT_ERR_VALUE, "%s: score must be (%lld, %lld)", fn, (long long)Q,
-                        (long long)G);
-    if (similarity != ROC_COSINE && similarity != ROC_DOT)
-        return ext_fail(EXT_ERR_VALUE, "%s: unknown similarity %d", fn, similarity);
-    if (feat_q->device_type == EXT_CUDA) {
-#ifdef EXT_WITH_CUDA
-        int err = roc_scores_launch(feat_q->data, feat_g->data, Q, G, D, similarity, score->data,
-                                    feat_q->device_index, stream);
-        return err ? ext_cuda_fail(fn, err) : EXT_OK;
-#else
-        return ext_no_cuda(fn, NULL);
-#endif
-    }
-    return roc_scores_cpu(feat_q->data, feat_g->data, Q, G, D, similarity, score->data);
 }

@@ -220,14 +220,15 @@ int roc_check_binned_counts(const roc_binned_counts *counts, uint64_t gen_below,
                             const uint64_t *gen_bins, uint64_t gen_above,
                             uint64_t *n_impostor /* OUT */);
 
-/* A step's checks, shared by the evaluators' shims (roc_eval.c): an
+/* A step's checks, shared by the evaluators' shims (roc_shim_checks.c): an
  * evaluation an earlier step left broken is refused; rows [row_begin,
  * row_end) must lie in [0, n_rows). Each an ext_status naming caller. */
 int roc_check_usable(const char *caller, int broken);
 int roc_check_rows(const char *caller, int64_t row_begin, int64_t row_end, int64_t n_rows);
 
 /* The shapes of an all-pairs source (score, or feat_q and feat_g) against
- * the labels' sizes, and one set's rows (roc_eval.c); an ext_status naming fn. */
+ * the labels' sizes, and one set's rows (roc_shim_checks.c); an ext_status
+ * naming fn. */
 int roc_check_pair_shapes(const char *fn, int64_t n_query, int64_t n_gallery,
                           const ext_tensor *score, const ext_tensor *feat_q,
                           const ext_tensor *feat_g, int same_set, int64_t row_offset);
